@@ -1,0 +1,8 @@
+# Third-party libraries, all from Debian 12 packages (see README for the apt line).
+find_package(absl CONFIG REQUIRED)
+find_package(GTest CONFIG REQUIRED)
+find_package(benchmark CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
+find_package(OpenMP REQUIRED)
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)

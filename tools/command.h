@@ -1,0 +1,52 @@
+// Subcommands of the `splitspec` CLI register themselves here; the tiny argument parser keeps
+// each subcommand's flags local (absl flags are process-global and would collide).
+#ifndef SPLITSPEC_TOOLS_COMMAND_H_
+#define SPLITSPEC_TOOLS_COMMAND_H_
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace splitspec::tools {
+
+// Parses `--name value`, `--name=value` and bare `--flag` arguments.
+class Args {
+ public:
+  Args(int argc, char** argv);  // argv[0] is the subcommand name
+
+  bool Has(const std::string& name) const;
+  std::string GetString(const std::string& name, const std::string& fallback = "") const;
+  // Exits with a message when present but not a number.
+  long long GetInt(const std::string& name, long long fallback) const;
+  double GetDouble(const std::string& name, double fallback) const;
+  // Exits with a usage error naming the flag when absent.
+  std::string Require(const std::string& name) const;
+  // Flags given but never read by the command (typos): reported by CheckAllUsed.
+  void CheckAllUsed() const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+  mutable std::map<std::string, bool> used_;
+};
+
+struct Command {
+  std::string name;
+  std::string summary;
+  std::function<int(const Args&)> run;
+};
+
+std::map<std::string, Command>& CommandRegistry();
+
+struct RegisterCommand {
+  RegisterCommand(std::string name, std::string summary, std::function<int(const Args&)> run) {
+    CommandRegistry()[name] = Command{name, std::move(summary), std::move(run)};
+  }
+};
+
+}  // namespace splitspec::tools
+
+#endif  // SPLITSPEC_TOOLS_COMMAND_H_

@@ -1,0 +1,101 @@
+// `splitspec SUBCOMMAND [flags]`: dispatches to the subcommands registered in tools/cmd_*.cc.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "tools/command.h"
+
+namespace splitspec::tools {
+
+Args::Args(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) {
+      positional_.push_back(arg);
+      continue;
+    }
+    arg = arg.substr(2);
+    const size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      values_[arg.substr(0, eq)] = arg.substr(eq + 1);
+    } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
+      values_[arg] = argv[++i];
+    } else {
+      values_[arg] = "";
+    }
+  }
+}
+
+bool Args::Has(const std::string& name) const {
+  used_[name] = true;
+  return values_.count(name) > 0;
+}
+
+std::string Args::GetString(const std::string& name, const std::string& fallback) const {
+  used_[name] = true;
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+long long Args::GetInt(const std::string& name, long long fallback) const {
+  const std::string value = GetString(name);
+  if (value.empty()) return fallback;
+  char* end = nullptr;
+  const long long parsed = std::strtoll(value.c_str(), &end, 10);
+  if (*end != '\0') {
+    std::fprintf(stderr, "error: --%s expects an integer, got '%s'\n", name.c_str(), value.c_str());
+    std::exit(2);
+  }
+  return parsed;
+}
+
+double Args::GetDouble(const std::string& name, double fallback) const {
+  const std::string value = GetString(name);
+  if (value.empty()) return fallback;
+  char* end = nullptr;
+  const double parsed = std::strtod(value.c_str(), &end);
+  if (*end != '\0') {
+    std::fprintf(stderr, "error: --%s expects a number, got '%s'\n", name.c_str(), value.c_str());
+    std::exit(2);
+  }
+  return parsed;
+}
+
+std::string Args::Require(const std::string& name) const {
+  if (!Has(name) || GetString(name).empty()) {
+    std::fprintf(stderr, "error: --%s is required\n", name.c_str());
+    std::exit(2);
+  }
+  return GetString(name);
+}
+
+void Args::CheckAllUsed() const {
+  bool bad = false;
+  for (const auto& [name, value] : values_) {
+    if (!used_.count(name)) {
+      std::fprintf(stderr, "error: unknown flag --%s\n", name.c_str());
+      bad = true;
+    }
+  }
+  if (bad) std::exit(2);
+}
+
+std::map<std::string, Command>& CommandRegistry() {
+  static auto* registry = new std::map<std::string, Command>();
+  return *registry;
+}
+
+}  // namespace splitspec::tools
+
+int main(int argc, char** argv) {
+  using splitspec::tools::CommandRegistry;
+  if (argc < 2 || !CommandRegistry().count(argv[1])) {
+    std::fprintf(stderr, "usage: splitspec COMMAND [flags]\n\ncommands:\n");
+    for (const auto& [name, command] : CommandRegistry()) {
+      std::fprintf(stderr, "  %-14s %s\n", name.c_str(), command.summary.c_str());
+    }
+    return argc < 2 ? 2 : (std::fprintf(stderr, "\nunknown command '%s'\n", argv[1]), 2);
+  }
+  const splitspec::tools::Args args(argc - 1, argv + 1);
+  return CommandRegistry()[argv[1]].run(args);
+}
