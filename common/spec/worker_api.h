@@ -1,0 +1,104 @@
+// The contract between the router and its workers, as plain C++ types with no transport.
+// The gRPC services convert proto <-> these types; the router core, the drafter and verifier
+// cores, the in-process tests and the simulator all speak them directly.
+//
+// Token bookkeeping (the same on both workers): a worker's KV cache holds every committed
+// token of a request EXCEPT the last one, the "pending" token. A verify step feeds the pending
+// token as the tree root (node 0) followed by the draft nodes; the target's logits at a node
+// predict the token after it. After acceptance the root and the accepted draft nodes are
+// committed to KV, and the token the target emits (the bonus) becomes the new pending token.
+#ifndef SPLITSPEC_COMMON_SPEC_WORKER_API_H_
+#define SPLITSPEC_COMMON_SPEC_WORKER_API_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/engine/sampling/sampler.h"
+
+namespace splitspec::spec {
+
+using RequestId = uint64_t;
+
+// A draft tree for one request. parents[i] is the index of node i's parent, -1 for a node
+// that continues the committed history directly; parents[i] < i. A chain of k tokens has
+// parents {-1, 0, 1, ..., k-2}. Empty = no speculation this step (plain decode).
+struct DraftProposal {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> parents;
+  // Either empty (the draft picked its tokens deterministically: q is one-hot on each token,
+  // as for greedy draft models and n-gram lookup) or (n_nodes, vocab) row-major: the draft
+  // distribution each node's token was sampled from, used by rejection sampling.
+  std::vector<float> probs;
+};
+
+// What shape of proposal the router asks a drafter for.
+struct ProposalShape {
+  int32_t depth = 0;         // k: tokens along the longest path; 0 = propose nothing
+  int32_t branching = 1;     // children kept per node at each depth (1 = chain)
+  int32_t max_nodes = 0;     // node budget for trees (0 = depth * branching, full top-k tree capped)
+};
+
+// ---- verifier --------------------------------------------------------------------------
+struct PrefillItem {
+  RequestId id = 0;
+  std::vector<int32_t> tokens;  // the whole prompt (or the whole history when re-building)
+  engine::SamplingParams sampling;
+};
+struct PrefillResult {
+  RequestId id = 0;
+  int32_t next_token = 0;  // the first generated token: becomes the pending token
+};
+
+struct VerifyItem {
+  RequestId id = 0;
+  DraftProposal draft;  // empty for a plain decode step
+};
+struct VerifyResult {
+  RequestId id = 0;
+  // Accepted draft tokens followed by the one token the target emitted (always >= 1 token).
+  std::vector<int32_t> tokens;
+  int32_t accept_length = 0;  // draft tokens accepted (tokens.size() - 1)
+};
+struct VerifyResponse {
+  std::vector<VerifyResult> results;
+  double compute_seconds = 0;  // the verifier's measured forward + acceptance time
+  int32_t free_blocks = 0;
+  int32_t total_blocks = 0;
+};
+
+// ---- drafter ---------------------------------------------------------------------------
+struct ProposeItem {
+  RequestId id = 0;
+  // Number of committed tokens the router believes the drafter has already seen for this
+  // request (0 for a new one), and the committed tokens after those, ending with the pending
+  // token. The drafter drops whatever it speculated past `known_length` and catches up.
+  // A drafter whose state disagrees answers FAILED_PRECONDITION and the router resends the
+  // whole history with known_length = 0.
+  int32_t known_length = 0;
+  std::vector<int32_t> new_tokens;
+  ProposalShape shape;
+  engine::SamplingParams sampling;  // greedy drafts when greedy; sampled drafts carry probs
+};
+struct ProposeResult {
+  RequestId id = 0;
+  DraftProposal draft;
+};
+struct ProposeResponse {
+  std::vector<ProposeResult> results;
+  double compute_seconds = 0;
+};
+
+struct WorkerInfo {
+  std::string model_name;
+  int32_t vocab_size = 0;
+  int32_t free_blocks = 0;
+  int32_t total_blocks = 0;
+  int32_t block_size = 16;
+  int32_t max_draft_tokens = 0;  // largest proposal the worker accepts
+  int32_t live_sessions = 0;
+};
+
+}  // namespace splitspec::spec
+
+#endif  // SPLITSPEC_COMMON_SPEC_WORKER_API_H_
