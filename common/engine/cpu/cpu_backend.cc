@@ -1,1 +1,143 @@
-// placeholder
+// The CPU implementation of Backend: host memory, OpenMP threads, the kernels of this folder.
+#include <omp.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "common/engine/backend.h"
+#include "common/engine/cpu/kernels.h"
+#include "common/engine/cpu/simd.h"
+
+namespace splitspec::engine {
+namespace {
+
+constexpr size_t kAlignment = 64;  // one cache line, and a full AVX-512 register
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuBackendOptions& options) {
+    if (options.n_threads > 0) omp_set_num_threads(options.n_threads);
+  }
+
+  std::string_view name() const override { return "cpu"; }
+
+  absl::StatusOr<Tensor> Allocate(DType dtype, int64_t rows, int64_t cols) override {
+    if (rows < 0 || cols < 0) return absl::InvalidArgumentError("negative tensor shape");
+    Tensor tensor{nullptr, dtype, rows, cols};
+    const size_t bytes = std::max<size_t>(tensor.n_bytes(), 1);
+    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    tensor.data = std::aligned_alloc(kAlignment, rounded);
+    if (tensor.data == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat("out of host memory allocating ", rounded, " bytes"));
+    }
+    std::memset(tensor.data, 0, rounded);
+    return tensor;
+  }
+
+  void Free(Tensor& tensor) override {
+    std::free(tensor.data);
+    tensor.data = nullptr;
+  }
+
+  void Upload(const void* host, Tensor& tensor) override { std::memcpy(tensor.data, host, tensor.n_bytes()); }
+
+  void DownloadRows(const Tensor& tensor, int64_t first_row, int64_t n_rows, float* host) override {
+    std::memcpy(host, tensor.row(first_row), static_cast<size_t>(n_rows * tensor.cols) * sizeof(float));
+  }
+
+  void Embed(const Tensor& table, absl::Span<const int32_t> tokens, Tensor& out) override {
+    const int64_t dim = table.cols;
+    const size_t row_bytes = static_cast<size_t>(dim) * DTypeSize(table.dtype);
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      const uint8_t* src = static_cast<const uint8_t*>(table.data) + tokens[t] * row_bytes;
+      float* dst = out.row(static_cast<int64_t>(t));
+      for (int64_t i = 0; i < dim; ++i) dst[i] = cpu::LoadScalar(src, i, table.dtype);
+    }
+  }
+
+  void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
+    const int n = static_cast<int>(x.cols);
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < x.rows; ++t) {
+      const float* in = x.row(t);
+      const float sum_squares = cpu::Dot(in, in, n);
+      const float inv_rms = 1.0f / std::sqrt(sum_squares / static_cast<float>(n) + eps);
+      float* dst = out.row(t);
+      const float* w = weight.f32();
+      for (int i = 0; i < n; ++i) dst[i] = (in[i] * inv_rms) * w[i];
+    }
+  }
+
+  void MatMul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
+              absl::Span<const int32_t> rows) override {
+    cpu::MatMul(x, w, bias, out, rows);
+  }
+
+  void Rope(Tensor& x, int n_heads, const RopeTables& tables, absl::Span<const int32_t> positions) override {
+    const int head_dim = tables.head_dim;
+    const int half = head_dim / 2;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < x.rows; ++t) {
+      float* row = x.row(t);
+      const float position = static_cast<float>(positions[t]);
+      for (int i = 0; i < half; ++i) {
+        const float angle = position * tables.inv_freq[i];
+        const float c = std::cos(angle);
+        const float s = std::sin(angle);
+        for (int h = 0; h < n_heads; ++h) {
+          float* head = row + h * head_dim;
+          const float a = head[i];
+          const float b = head[i + half];
+          head[i] = a * c - b * s;
+          head[i + half] = b * c + a * s;
+        }
+      }
+    }
+  }
+
+  void SiluMul(const Tensor& gate_up, Tensor& out) override {
+    const int64_t n = out.cols;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < out.rows; ++t) {
+      const float* gate = gate_up.row(t);
+      const float* up = gate + n;
+      float* dst = out.row(t);
+      for (int64_t i = 0; i < n; ++i) dst[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    }
+  }
+
+  void Add(Tensor& acc, const Tensor& x) override {
+    float* a = acc.f32();
+    const float* b = x.f32();
+    const int64_t n = acc.n_elements();
+    for (int64_t i = 0; i < n; ++i) a[i] += b[i];
+  }
+
+  void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, const KvLayout& layout,
+                 Tensor& k_cache, Tensor& v_cache, absl::Span<const AttentionSequence> sequences,
+                 Tensor& out) override {
+    cpu::Attention(q, k, v, n_heads, layout, k_cache, v_cache, sequences, out);
+  }
+
+  void CopyKvSlots(Tensor& k_cache, Tensor& v_cache, absl::Span<const int32_t> src,
+                   absl::Span<const int32_t> dst) override {
+    const size_t row_bytes = static_cast<size_t>(k_cache.cols) * sizeof(float);
+    for (size_t i = 0; i < src.size(); ++i) {
+      if (src[i] == dst[i]) continue;
+      std::memmove(k_cache.row(dst[i]), k_cache.row(src[i]), row_bytes);
+      std::memmove(v_cache.row(dst[i]), v_cache.row(src[i]), row_bytes);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options) {
+  return std::make_unique<CpuBackend>(options);
+}
+
+}  // namespace splitspec::engine

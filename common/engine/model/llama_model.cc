@@ -1,1 +1,351 @@
-// placeholder
+// Llama-family forward over the Backend interface, and loading its weights from safetensors.
+#include "common/engine/model/llama_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "common/engine/model/rope.h"
+#include "common/engine/model/safetensors.h"
+
+namespace splitspec::engine {
+
+// Weights of one decoder layer. Shapes are (n_out, n_in); q_dim = n_heads * head_dim,
+// kv_dim = n_heads_kv * head_dim.
+struct LlamaModel::Layer {
+  Tensor attn_norm;  // (1, hidden) f32
+  Tensor wq;         // (q_dim, hidden)
+  Tensor wk;         // (kv_dim, hidden)
+  Tensor wv;         // (kv_dim, hidden)
+  Tensor bq, bk, bv;  // (1, q_dim|kv_dim) f32, only with attention_bias
+  Tensor wo;         // (hidden, q_dim)
+  Tensor ffn_norm;   // (1, hidden) f32
+  Tensor w_gate_up;  // (2 * intermediate, hidden): gate rows, then up rows
+  Tensor w_down;     // (hidden, intermediate)
+};
+
+namespace {
+
+// Converts `view` to `dtype` host bytes (identity when the dtypes match).
+std::vector<uint8_t> ConvertTo(const TensorView& view, DType dtype) {
+  const int64_t n = view.n_elements();
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * DTypeSize(dtype));
+  if (view.dtype == dtype) {
+    std::memcpy(bytes.data(), view.data, bytes.size());
+    return bytes;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float value = 0;
+    switch (view.dtype) {
+      case DType::kF32: std::memcpy(&value, view.data + 4 * i, 4); break;
+      case DType::kF16: {
+        uint16_t h;
+        std::memcpy(&h, view.data + 2 * i, 2);
+        value = F16ToF32(h);
+        break;
+      }
+      case DType::kBF16: {
+        uint16_t b;
+        std::memcpy(&b, view.data + 2 * i, 2);
+        value = BF16ToF32(b);
+        break;
+      }
+    }
+    switch (dtype) {
+      case DType::kF32: std::memcpy(bytes.data() + 4 * i, &value, 4); break;
+      case DType::kF16: {
+        const uint16_t h = F32ToF16(value);
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+        break;
+      }
+      case DType::kBF16: {
+        const uint16_t b = F32ToBF16(value);
+        std::memcpy(bytes.data() + 2 * i, &b, 2);
+        break;
+      }
+    }
+  }
+  return bytes;
+}
+
+// Loads tensors by name into backend memory, checking shapes, and frees them on failure.
+class WeightLoader {
+ public:
+  WeightLoader(const SafetensorsArchive& archive, Backend& backend, bool to_f32)
+      : archive_(archive), backend_(backend), to_f32_(to_f32) {}
+  ~WeightLoader() {
+    if (!committed_) {
+      for (Tensor& t : loaded_) backend_.Free(t);
+    }
+  }
+  void Commit() { committed_ = true; }
+  int64_t bytes() const { return bytes_; }
+
+  // A matrix kept in its file dtype (or f32 when asked), concatenating `names` along rows.
+  absl::StatusOr<Tensor> Matrix(const std::vector<std::string>& names, const std::vector<int64_t>& rows_each,
+                                int64_t cols) {
+    std::vector<TensorView> views;
+    for (size_t i = 0; i < names.size(); ++i) {
+      absl::StatusOr<TensorView> view = archive_.GetWithShape(names[i], {rows_each[i], cols});
+      if (!view.ok()) return view.status();
+      views.push_back(*view);
+    }
+    const DType dtype = to_f32_ ? DType::kF32 : views[0].dtype;
+    int64_t total_rows = 0;
+    for (int64_t r : rows_each) total_rows += r;
+    std::vector<uint8_t> host;
+    for (const TensorView& view : views) {
+      const std::vector<uint8_t> part = ConvertTo(view, dtype);
+      host.insert(host.end(), part.begin(), part.end());
+    }
+    return Store(dtype, total_rows, cols, host);
+  }
+
+  // A vector always held in f32 (norm weights, biases).
+  absl::StatusOr<Tensor> Vector(const std::string& name, int64_t n) {
+    absl::StatusOr<TensorView> view = archive_.GetWithShape(name, {n});
+    if (!view.ok()) return view.status();
+    return Store(DType::kF32, 1, n, ConvertTo(*view, DType::kF32));
+  }
+
+ private:
+  absl::StatusOr<Tensor> Store(DType dtype, int64_t rows, int64_t cols, const std::vector<uint8_t>& host) {
+    absl::StatusOr<Tensor> tensor = backend_.Allocate(dtype, rows, cols);
+    if (!tensor.ok()) return tensor.status();
+    backend_.Upload(host.data(), *tensor);
+    loaded_.push_back(*tensor);
+    bytes_ += static_cast<int64_t>(tensor->n_bytes());
+    return *tensor;
+  }
+
+  const SafetensorsArchive& archive_;
+  Backend& backend_;
+  bool to_f32_;
+  bool committed_ = false;
+  std::vector<Tensor> loaded_;
+  int64_t bytes_ = 0;
+};
+
+#define SPLITSPEC_ASSIGN_OR_RETURN(lhs, expr) \
+  do {                                        \
+    auto status_or = (expr);                  \
+    if (!status_or.ok()) return status_or.status(); \
+    lhs = *std::move(status_or);              \
+  } while (0)
+
+}  // namespace
+
+LlamaModel::LlamaModel(Backend& backend, ModelConfig config)
+    : backend_(backend), config_(std::move(config)), rope_(MakeRopeTables(config_)) {}
+
+LlamaModel::~LlamaModel() {
+  auto free = [this](Tensor& t) {
+    if (t.data != nullptr) backend_.Free(t);
+  };
+  for (Layer& layer : layers_) {
+    for (Tensor* t : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.bq, &layer.bk, &layer.bv,
+                      &layer.wo, &layer.ffn_norm, &layer.w_gate_up, &layer.w_down}) {
+      free(*t);
+    }
+  }
+  free(embedding_);
+  free(final_norm_);
+  if (lm_head_owned_) free(lm_head_);
+  for (Tensor& t : workspace_) free(t);
+}
+
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& model_dir, Backend& backend,
+                                                             const ModelLoadOptions& options) {
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(model_dir + "/config.json");
+  if (!config.ok()) return config.status();
+  absl::StatusOr<std::unique_ptr<SafetensorsArchive>> archive = SafetensorsArchive::OpenDirectory(model_dir);
+  if (!archive.ok()) return archive.status();
+
+  std::unique_ptr<LlamaModel> model(new LlamaModel(backend, *config));
+  const ModelConfig& c = model->config_;
+  const int64_t hidden = c.hidden_size;
+  const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.n_heads_kv) * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  WeightLoader load(**archive, backend, options.weights_to_f32);
+
+  SPLITSPEC_ASSIGN_OR_RETURN(model->embedding_, load.Matrix({"model.embed_tokens.weight"}, {c.vocab_size}, hidden));
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = absl::StrCat("model.layers.", i, ".");
+    Layer layer;
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.attn_norm, load.Vector(p + "input_layernorm.weight", hidden));
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.wq, load.Matrix({p + "self_attn.q_proj.weight"}, {q_dim}, hidden));
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.wk, load.Matrix({p + "self_attn.k_proj.weight"}, {kv_dim}, hidden));
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.wv, load.Matrix({p + "self_attn.v_proj.weight"}, {kv_dim}, hidden));
+    if (c.attention_bias) {
+      SPLITSPEC_ASSIGN_OR_RETURN(layer.bq, load.Vector(p + "self_attn.q_proj.bias", q_dim));
+      SPLITSPEC_ASSIGN_OR_RETURN(layer.bk, load.Vector(p + "self_attn.k_proj.bias", kv_dim));
+      SPLITSPEC_ASSIGN_OR_RETURN(layer.bv, load.Vector(p + "self_attn.v_proj.bias", kv_dim));
+    }
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.wo, load.Matrix({p + "self_attn.o_proj.weight"}, {hidden}, q_dim));
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.ffn_norm, load.Vector(p + "post_attention_layernorm.weight", hidden));
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.w_gate_up,
+                               load.Matrix({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {inter, inter}, hidden));
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.w_down, load.Matrix({p + "mlp.down_proj.weight"}, {hidden}, inter));
+    model->layers_.push_back(layer);
+  }
+  SPLITSPEC_ASSIGN_OR_RETURN(model->final_norm_, load.Vector("model.norm.weight", hidden));
+  // Some checkpoints set tie_word_embeddings yet still ship lm_head.weight; use it when present.
+  if (c.tie_word_embeddings && !(*archive)->Contains("lm_head.weight")) {
+    model->lm_head_ = model->embedding_;
+  } else {
+    SPLITSPEC_ASSIGN_OR_RETURN(model->lm_head_, load.Matrix({"lm_head.weight"}, {c.vocab_size}, hidden));
+    model->lm_head_owned_ = true;
+  }
+  // A tied head is read twice per forward (embedding rows are not; only the head is streamed).
+  model->weight_bytes_ = load.bytes() - static_cast<int64_t>(model->embedding_.n_bytes()) +
+                         static_cast<int64_t>(model->lm_head_.n_bytes()) * (model->lm_head_owned_ ? 0 : 1);
+  load.Commit();
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> LlamaModel::CreateKvCache(int n_blocks, int block_size) const {
+  return KvCache::Create(backend_, {config_.n_layers, config_.n_heads_kv, config_.head_dim, n_blocks, block_size});
+}
+
+absl::StatusOr<Tensor> LlamaModel::Workspace(int index, int64_t rows, int64_t cols) {
+  if (workspace_.size() <= static_cast<size_t>(index)) workspace_.resize(index + 1);
+  Tensor& t = workspace_[index];
+  if (t.data == nullptr || t.rows * t.cols < rows * cols) {
+    if (t.data != nullptr) backend_.Free(t);
+    absl::StatusOr<Tensor> fresh = backend_.Allocate(DType::kF32, rows, cols);
+    if (!fresh.ok()) return fresh.status();
+    t = *fresh;
+  }
+  return Tensor{t.data, DType::kF32, rows, cols};
+}
+
+absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, KvCache& kv, ForwardResult* result) {
+  const ModelConfig& c = config_;
+  result->vocab_size = c.vocab_size;
+  result->logits.clear();
+
+  // ---- validate everything before touching the cache --------------------------------
+  std::unordered_set<SeqId> seen;
+  int32_t blocks_needed = 0;
+  int64_t n_tokens = 0;
+  for (const SequenceStep& step : steps) {
+    if (!kv.HasSequence(step.seq)) return absl::InvalidArgumentError(absl::StrCat("unknown sequence ", step.seq));
+    if (!seen.insert(step.seq).second) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", step.seq, " appears twice in one forward"));
+    }
+    const int32_t n = static_cast<int32_t>(step.tokens.size());
+    if (n == 0) return absl::InvalidArgumentError(absl::StrCat("sequence ", step.seq, " feeds no tokens"));
+    for (int32_t token : step.tokens) {
+      if (token < 0 || token >= c.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat("token id ", token, " outside the vocabulary [0, ",
+                                                       c.vocab_size, ")"));
+      }
+    }
+    if (!step.parents.empty()) {
+      if (static_cast<int32_t>(step.parents.size()) != n) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", step.seq, ": ", step.parents.size(),
+                                                       " parents for ", n, " tokens"));
+      }
+      for (int32_t i = 0; i < n; ++i) {
+        if (step.parents[i] < -1 || step.parents[i] >= i) {
+          return absl::InvalidArgumentError(absl::StrCat("sequence ", step.seq, ": node ", i, " has parent ",
+                                                         step.parents[i], "; parents must precede their children"));
+        }
+      }
+    }
+    for (int32_t node : step.logit_nodes) {
+      if (node < 0 || node >= n) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", step.seq, ": logits asked for node ", node,
+                                                       " of ", n));
+      }
+    }
+    blocks_needed += kv.BlocksNeeded(step.seq, n);
+    n_tokens += n;
+  }
+  if (blocks_needed > kv.free_blocks()) {
+    return absl::ResourceExhaustedError(absl::StrCat("KV cache full: the forward needs ", blocks_needed,
+                                                     " blocks, ", kv.free_blocks(), " free"));
+  }
+  if (steps.empty()) return absl::OkStatus();
+
+  // ---- lay out the batch: tokens, positions, masks, KV slots -------------------------
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> logit_rows;
+  std::vector<std::vector<uint8_t>> masks(steps.size());
+  std::vector<AttentionSequence> attention(steps.size());
+  tokens.reserve(n_tokens);
+  positions.reserve(n_tokens);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const SequenceStep& step = steps[s];
+    const int32_t n = static_cast<int32_t>(step.tokens.size());
+    const int32_t base = kv.Length(step.seq);
+    const int32_t first_row = static_cast<int32_t>(tokens.size());
+    bool is_chain = true;
+    for (int32_t i = 0; i < static_cast<int32_t>(step.parents.size()); ++i) is_chain &= step.parents[i] == i - 1;
+    std::vector<int32_t> depth(n, 0);
+    if (!is_chain) masks[s].assign(static_cast<size_t>(n) * n, 0);
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t parent = is_chain ? i - 1 : step.parents[i];
+      depth[i] = parent < 0 ? 0 : depth[parent] + 1;
+      if (!is_chain) {
+        uint8_t* row = &masks[s][static_cast<size_t>(i) * n];
+        if (parent >= 0) std::memcpy(row, &masks[s][static_cast<size_t>(parent) * n], parent + 1);
+        row[i] = 1;
+      }
+      tokens.push_back(step.tokens[i]);
+      positions.push_back(base + depth[i]);
+    }
+    for (int32_t node : step.logit_nodes) logit_rows.push_back(first_row + node);
+    absl::Status appended = kv.Append(step.seq, n);
+    if (!appended.ok()) return appended;  // cannot happen: capacity was checked above
+    attention[s] = AttentionSequence{kv.BlockTable(step.seq).data(), base, n, first_row,
+                                     is_chain ? nullptr : masks[s].data()};
+  }
+
+  // ---- the forward ----------------------------------------------------------------------
+  const int64_t hidden = c.hidden_size;
+  const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.n_heads_kv) * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  Tensor x, h, q, k, v, attn, gate_up, act, logits;
+  SPLITSPEC_ASSIGN_OR_RETURN(x, Workspace(0, n_tokens, hidden));        // residual stream
+  SPLITSPEC_ASSIGN_OR_RETURN(h, Workspace(1, n_tokens, hidden));        // normed input / sublayer output
+  SPLITSPEC_ASSIGN_OR_RETURN(q, Workspace(2, n_tokens, q_dim));
+  SPLITSPEC_ASSIGN_OR_RETURN(k, Workspace(3, n_tokens, kv_dim));
+  SPLITSPEC_ASSIGN_OR_RETURN(v, Workspace(4, n_tokens, kv_dim));
+  SPLITSPEC_ASSIGN_OR_RETURN(attn, Workspace(5, n_tokens, q_dim));
+  SPLITSPEC_ASSIGN_OR_RETURN(gate_up, Workspace(6, n_tokens, 2 * inter));
+  SPLITSPEC_ASSIGN_OR_RETURN(act, Workspace(7, n_tokens, inter));
+  const int64_t n_logit_rows = static_cast<int64_t>(logit_rows.size());
+  SPLITSPEC_ASSIGN_OR_RETURN(logits, Workspace(8, std::max<int64_t>(n_logit_rows, 1), c.vocab_size));
+
+  backend_.Embed(embedding_, tokens, x);
+  for (int layer_index = 0; layer_index < c.n_layers; ++layer_index) {
+    Layer& layer = layers_[layer_index];
+    backend_.RmsNorm(x, layer.attn_norm, c.rms_norm_eps, h);
+    backend_.MatMul(h, layer.wq, c.attention_bias ? &layer.bq : nullptr, q);
+    backend_.MatMul(h, layer.wk, c.attention_bias ? &layer.bk : nullptr, k);
+    backend_.MatMul(h, layer.wv, c.attention_bias ? &layer.bv : nullptr, v);
+    backend_.Rope(q, c.n_heads, rope_, positions);
+    backend_.Rope(k, c.n_heads_kv, rope_, positions);
+    backend_.Attention(q, k, v, c.n_heads, kv.layout(), kv.k(layer_index), kv.v(layer_index), attention, attn);
+    backend_.MatMul(attn, layer.wo, nullptr, h);
+    backend_.Add(x, h);
+    backend_.RmsNorm(x, layer.ffn_norm, c.rms_norm_eps, h);
+    backend_.MatMul(h, layer.w_gate_up, nullptr, gate_up);
+    backend_.SiluMul(gate_up, act);
+    backend_.MatMul(act, layer.w_down, nullptr, h);
+    backend_.Add(x, h);
+  }
+  if (n_logit_rows == 0) return absl::OkStatus();
+  backend_.RmsNorm(x, final_norm_, c.rms_norm_eps, h);
+  backend_.MatMul(h, lm_head_, nullptr, logits, logit_rows);
+  result->logits.resize(static_cast<size_t>(n_logit_rows) * c.vocab_size);
+  backend_.DownloadRows(logits, 0, n_logit_rows, result->logits.data());
+  return absl::OkStatus();
+}
+
+}  // namespace splitspec::engine

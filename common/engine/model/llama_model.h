@@ -39,6 +39,7 @@ struct ModelLoadOptions {
   bool weights_to_f32 = false;
 };
 
+// Not thread-safe: Forward reuses scratch buffers; one thread drives a model at a time.
 class LlamaModel {
  public:
   // Loads `model_dir` (config.json + safetensors). Errors name the file and tensor at fault.
@@ -63,6 +64,8 @@ class LlamaModel {
  private:
   struct Layer;
   LlamaModel(Backend& backend, ModelConfig config);
+  // Scratch activation `index` viewed as (rows, cols), grown on demand and reused across calls.
+  absl::StatusOr<Tensor> Workspace(int index, int64_t rows, int64_t cols);
 
   Backend& backend_;
   ModelConfig config_;
@@ -73,6 +76,7 @@ class LlamaModel {
   Tensor lm_head_;     // (vocab, hidden); aliases embedding_ when tied
   bool lm_head_owned_ = false;
   int64_t weight_bytes_ = 0;
+  std::vector<Tensor> workspace_;
 };
 
 }  // namespace splitspec::engine

@@ -1,0 +1,122 @@
+// The few vector operations the CPU kernels use, for AVX-512, AVX2 and a portable fallback.
+// Weights are widened to f32 at load (F16 via F16C, BF16 by a 16-bit shift), so every kernel
+// computes in f32 whatever the storage dtype.
+//
+// Determinism: a dot product is one accumulator vector walking K in order, then ReduceAdd
+// (a fixed instruction sequence), then the scalar tail in order. The result of any element
+// therefore depends only on its two input rows, never on batching or threading.
+#ifndef SPLITSPEC_COMMON_ENGINE_CPU_SIMD_H_
+#define SPLITSPEC_COMMON_ENGINE_CPU_SIMD_H_
+
+#include <cstdint>
+
+#include "common/engine/dtype.h"
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
+#include <immintrin.h>
+#endif
+
+namespace splitspec::engine::cpu {
+
+#if defined(__AVX512F__)
+
+constexpr int kLanes = 16;
+using VecF = __m512;
+inline VecF Zero() { return _mm512_setzero_ps(); }
+inline VecF Broadcast(float x) { return _mm512_set1_ps(x); }
+inline VecF Load(const float* p) { return _mm512_loadu_ps(p); }
+inline VecF Load(const uint16_t* p, DType dtype) {
+  const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if (dtype == DType::kF16) return _mm512_cvtph_ps(half);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
+}
+inline void Store(float* p, VecF v) { _mm512_storeu_ps(p, v); }
+inline VecF Fma(VecF a, VecF b, VecF c) { return _mm512_fmadd_ps(a, b, c); }
+inline VecF Mul(VecF a, VecF b) { return _mm512_mul_ps(a, b); }
+inline float ReduceAdd(VecF v) { return _mm512_reduce_add_ps(v); }  // fixed instruction sequence
+
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+constexpr int kLanes = 8;
+using VecF = __m256;
+inline VecF Zero() { return _mm256_setzero_ps(); }
+inline VecF Broadcast(float x) { return _mm256_set1_ps(x); }
+inline VecF Load(const float* p) { return _mm256_loadu_ps(p); }
+inline VecF Load(const uint16_t* p, DType dtype) {
+  const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if (dtype == DType::kF16) return _mm256_cvtph_ps(half);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
+}
+inline void Store(float* p, VecF v) { _mm256_storeu_ps(p, v); }
+inline VecF Fma(VecF a, VecF b, VecF c) { return _mm256_fmadd_ps(a, b, c); }
+inline VecF Mul(VecF a, VecF b) { return _mm256_mul_ps(a, b); }
+inline float ReduceAdd(VecF v) {
+  const __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 sum2 = _mm_add_ps(sum4, _mm_movehl_ps(sum4, sum4));
+  return _mm_cvtss_f32(_mm_add_ss(sum2, _mm_movehdup_ps(sum2)));
+}
+
+#else  // portable fallback: the same algorithm on 8 scalar lanes
+
+constexpr int kLanes = 8;
+struct VecF {
+  float lane[kLanes];
+};
+inline VecF Zero() { return VecF{}; }
+inline VecF Broadcast(float x) {
+  VecF v;
+  for (float& l : v.lane) l = x;
+  return v;
+}
+inline VecF Load(const float* p) {
+  VecF v;
+  for (int i = 0; i < kLanes; ++i) v.lane[i] = p[i];
+  return v;
+}
+inline VecF Load(const uint16_t* p, DType dtype) {
+  VecF v;
+  for (int i = 0; i < kLanes; ++i) v.lane[i] = dtype == DType::kF16 ? F16ToF32(p[i]) : BF16ToF32(p[i]);
+  return v;
+}
+inline void Store(float* p, VecF v) {
+  for (int i = 0; i < kLanes; ++i) p[i] = v.lane[i];
+}
+inline VecF Fma(VecF a, VecF b, VecF c) {
+  for (int i = 0; i < kLanes; ++i) c.lane[i] += a.lane[i] * b.lane[i];
+  return c;
+}
+inline VecF Mul(VecF a, VecF b) {
+  for (int i = 0; i < kLanes; ++i) a.lane[i] *= b.lane[i];
+  return a;
+}
+inline float ReduceAdd(VecF v) {
+  float sum = 0;
+  for (float l : v.lane) sum += l;
+  return sum;
+}
+
+#endif
+
+// Scalar element of a weight row of any dtype.
+inline float LoadScalar(const void* row, int64_t i, DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return static_cast<const float*>(row)[i];
+    case DType::kF16: return F16ToF32(static_cast<const uint16_t*>(row)[i]);
+    case DType::kBF16: return BF16ToF32(static_cast<const uint16_t*>(row)[i]);
+  }
+  return 0;
+}
+
+// Fixed-order dot product of two f32 vectors of length n.
+inline float Dot(const float* a, const float* b, int n) {
+  VecF acc = Zero();
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) acc = Fma(Load(a + i), Load(b + i), acc);
+  float sum = ReduceAdd(acc);
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+}  // namespace splitspec::engine::cpu
+
+#endif  // SPLITSPEC_COMMON_ENGINE_CPU_SIMD_H_

@@ -1,0 +1,130 @@
+// The correctness invariants of tree forwards and KV compaction, bit for bit:
+//  - each tree node's logits equal those of its root-to-node path run as a plain chain;
+//  - after committing an accepted path (and after truncating), the cache holds exactly what a
+//    fresh prefill of the committed tokens holds, and the next forward gives the same logits.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "tests/unit/engine/test_model.h"
+
+namespace splitspec::engine {
+namespace {
+
+using testing::ChainLogits;
+using testing::LoadTinyModel;
+using testing::RandomTokens;
+using testing::TestModelSpec;
+
+std::vector<int32_t> RandomParents(int n, std::mt19937_64& rng) {
+  std::vector<int32_t> parents(n);
+  for (int i = 0; i < n; ++i) parents[i] = static_cast<int32_t>(rng() % (i + 1)) - 1;  // in [-1, i)
+  return parents;
+}
+
+std::vector<int32_t> PathTo(const std::vector<int32_t>& parents, int node) {
+  std::vector<int32_t> path;
+  for (int i = node; i >= 0; i = parents[i]) path.insert(path.begin(), i);
+  return path;
+}
+
+class TreeForwardTest : public ::testing::TestWithParam<TestModelSpec> {};
+
+TEST_P(TreeForwardTest, EachNodeMatchesItsPathRunAsAChain) {
+  testing::LoadedModel m = LoadTinyModel(GetParam(), 512);
+  const int vocab = m.model->config().vocab_size;
+  std::mt19937_64 rng(1234);
+  SeqId next_seq = 1;
+  for (int trial = 0; trial < 6; ++trial) {
+    const int n_context = 1 + static_cast<int>(rng() % 40);
+    const int n_nodes = 1 + static_cast<int>(rng() % 12);
+    const std::vector<int32_t> context = RandomTokens(n_context, vocab, rng());
+    const std::vector<int32_t> nodes = RandomTokens(n_nodes, vocab, rng());
+    const std::vector<int32_t> parents = RandomParents(n_nodes, rng);
+
+    const SeqId tree_seq = next_seq++;
+    ChainLogits(*m.model, *m.kv, tree_seq, context);
+    SequenceStep step{tree_seq, nodes, parents, {}};
+    for (int i = 0; i < n_nodes; ++i) step.logit_nodes.push_back(i);
+    ForwardResult tree;
+    ASSERT_TRUE(m.model->Forward({step}, *m.kv, &tree).ok());
+
+    for (int node = 0; node < n_nodes; ++node) {
+      std::vector<int32_t> chain = context;
+      for (int32_t i : PathTo(parents, node)) chain.push_back(nodes[i]);
+      const SeqId chain_seq = next_seq++;
+      const std::vector<float> logits = ChainLogits(*m.model, *m.kv, chain_seq, chain);
+      m.kv->Release(chain_seq);
+      ASSERT_EQ(std::memcmp(tree.Row(node), logits.data() + (chain.size() - 1) * vocab, vocab * sizeof(float)), 0)
+          << "trial " << trial << " node " << node;
+    }
+    m.kv->Release(tree_seq);
+  }
+}
+
+TEST_P(TreeForwardTest, CommitAndTruncateEqualAFreshPrefill) {
+  testing::LoadedModel m = LoadTinyModel(GetParam(), 512);
+  const ModelConfig& config = m.model->config();
+  const int vocab = config.vocab_size;
+  std::mt19937_64 rng(99);
+  SeqId next_seq = 1000;
+  for (int trial = 0; trial < 6; ++trial) {
+    const int n_context = 1 + static_cast<int>(rng() % 30);
+    const int n_nodes = 1 + static_cast<int>(rng() % 10);
+    const std::vector<int32_t> context = RandomTokens(n_context, vocab, rng());
+    const std::vector<int32_t> nodes = RandomTokens(n_nodes, vocab, rng());
+    const std::vector<int32_t> parents = RandomParents(n_nodes, rng);
+    const std::vector<int32_t> accepted = PathTo(parents, static_cast<int>(rng() % n_nodes));
+    const int32_t next_token = static_cast<int32_t>(rng() % vocab);
+
+    const SeqId seq = next_seq++;
+    ChainLogits(*m.model, *m.kv, seq, context);
+    ForwardResult ignored;
+    ASSERT_TRUE(m.model->Forward({SequenceStep{seq, nodes, parents, {}}}, *m.kv, &ignored).ok());
+    ASSERT_TRUE(m.kv->CommitPath(seq, n_context, accepted).ok());
+
+    std::vector<int32_t> committed = context;
+    for (int32_t i : accepted) committed.push_back(nodes[i]);
+    ASSERT_EQ(m.kv->Length(seq), static_cast<int32_t>(committed.size()));
+
+    const SeqId fresh = next_seq++;
+    ChainLogits(*m.model, *m.kv, fresh, committed);
+    // The cache rows themselves, every layer and position.
+    const size_t row_bytes = static_cast<size_t>(config.n_heads_kv) * config.head_dim * sizeof(float);
+    for (int layer = 0; layer < config.n_layers; ++layer) {
+      for (int32_t pos = 0; pos < m.kv->Length(seq); ++pos) {
+        ASSERT_EQ(std::memcmp(m.kv->k(layer).row(m.kv->Slot(seq, pos)), m.kv->k(layer).row(m.kv->Slot(fresh, pos)),
+                              row_bytes), 0) << "K layer " << layer << " pos " << pos;
+        ASSERT_EQ(std::memcmp(m.kv->v(layer).row(m.kv->Slot(seq, pos)), m.kv->v(layer).row(m.kv->Slot(fresh, pos)),
+                              row_bytes), 0) << "V layer " << layer << " pos " << pos;
+      }
+    }
+    // And the next forward after the commit.
+    ForwardResult after_commit, after_fresh;
+    ASSERT_TRUE(m.model->Forward({SequenceStep{seq, {next_token}, {}, {0}}}, *m.kv, &after_commit).ok());
+    ASSERT_TRUE(m.model->Forward({SequenceStep{fresh, {next_token}, {}, {0}}}, *m.kv, &after_fresh).ok());
+    ASSERT_EQ(std::memcmp(after_commit.Row(0), after_fresh.Row(0), vocab * sizeof(float)), 0) << "trial " << trial;
+
+    // Truncating back into the context, then feeding a token, equals the shorter prefill.
+    const int32_t keep = static_cast<int32_t>(rng() % n_context) + 1;
+    ASSERT_TRUE(m.kv->Truncate(seq, keep).ok());
+    ForwardResult after_truncate;
+    ASSERT_TRUE(m.model->Forward({SequenceStep{seq, {next_token}, {}, {0}}}, *m.kv, &after_truncate).ok());
+    std::vector<int32_t> prefix(context.begin(), context.begin() + keep);
+    prefix.push_back(next_token);
+    const SeqId shorter = next_seq++;
+    const std::vector<float> expected = ChainLogits(*m.model, *m.kv, shorter, prefix);
+    ASSERT_EQ(std::memcmp(after_truncate.Row(0), expected.data() + keep * vocab, vocab * sizeof(float)), 0);
+    for (SeqId s : {seq, fresh, shorter}) m.kv->Release(s);
+  }
+  EXPECT_EQ(m.kv->free_blocks(), m.kv->total_blocks());
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, TreeForwardTest,
+                         ::testing::Values(TestModelSpec{DType::kF32, false, true, 7},
+                                           TestModelSpec{DType::kF16, false, true, 8},
+                                           TestModelSpec{DType::kBF16, true, false, 9}));
+
+}  // namespace
+}  // namespace splitspec::engine
