@@ -1,0 +1,147 @@
+// `splitspec bench-engine`: decode throughput at several batch sizes, the cost of one forward
+// feeding 1..16 tokens (what verification costs), and achieved weight-read bandwidth next to
+// the machine's read-only streaming bandwidth measured in the same run.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "common/engine/backend.h"
+#include "common/engine/cpu/bandwidth.h"
+#include "common/engine/model/llama_model.h"
+#include "tools/command.h"
+
+namespace splitspec::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+struct Bench {
+  engine::LlamaModel& model;
+  engine::KvCache& kv;
+  int context;
+  engine::SeqId next_seq = 1;
+
+  std::vector<int32_t> Tokens(int n, int salt) const {
+    std::vector<int32_t> tokens(n);
+    for (int i = 0; i < n; ++i) tokens[i] = (i * 7919 + salt * 104729 + 3) % model.config().vocab_size;
+    return tokens;
+  }
+
+  std::vector<engine::SeqId> Prefill(int batch) {
+    std::vector<engine::SeqId> seqs;
+    for (int b = 0; b < batch; ++b) {
+      const engine::SeqId seq = next_seq++;
+      if (!kv.AddSequence(seq).ok()) std::abort();
+      engine::ForwardResult ignored;
+      const absl::Status s = model.Forward({engine::SequenceStep{seq, Tokens(context, b), {}, {}}}, kv, &ignored);
+      if (!s.ok()) {
+        std::fprintf(stderr, "prefill failed: %s\n", std::string(s.message()).c_str());
+        std::exit(1);
+      }
+      seqs.push_back(seq);
+    }
+    return seqs;
+  }
+
+  // Seconds per decode step of `batch` sequences (1 token each, logits for every sequence).
+  double DecodeStep(int batch, int steps) {
+    const std::vector<engine::SeqId> seqs = Prefill(batch);
+    std::vector<double> times;
+    for (int s = 0; s < steps + 2; ++s) {
+      std::vector<engine::SequenceStep> work;
+      for (size_t b = 0; b < seqs.size(); ++b) {
+        work.push_back({seqs[b], {static_cast<int32_t>((s * 31 + b) % model.config().vocab_size)}, {}, {0}});
+      }
+      engine::ForwardResult result;
+      const auto start = Clock::now();
+      if (!model.Forward(work, kv, &result).ok()) std::abort();
+      if (s >= 2) times.push_back(Seconds(start, Clock::now()));  // first steps warm caches
+    }
+    for (engine::SeqId seq : seqs) kv.Release(seq);
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  }
+
+  // Median seconds of one forward feeding `n` chain tokens of one sequence (logits for all).
+  double ForwardTokens(int n, int repeats) {
+    const engine::SeqId seq = Prefill(1)[0];
+    std::vector<double> times;
+    for (int r = 0; r < repeats + 2; ++r) {
+      engine::SequenceStep step{seq, Tokens(n, r), {}, {}};
+      for (int i = 0; i < n; ++i) step.logit_nodes.push_back(i);
+      engine::ForwardResult result;
+      const auto start = Clock::now();
+      if (!model.Forward({step}, kv, &result).ok()) std::abort();
+      if (r >= 2) times.push_back(Seconds(start, Clock::now()));
+      if (!kv.Truncate(seq, context).ok()) std::abort();
+    }
+    kv.Release(seq);
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  }
+};
+
+int RunBenchEngine(const Args& args) {
+  const std::string model_dir = args.Require("model");
+  const int threads = static_cast<int>(args.GetInt("threads", 0));
+  const int context = static_cast<int>(args.GetInt("context", 64));
+  const int steps = static_cast<int>(args.GetInt("steps", 16));
+  const bool f32 = args.Has("f32-weights");
+  args.CheckAllUsed();
+
+  std::unique_ptr<engine::Backend> backend = engine::CreateCpuBackend({threads});
+  engine::ModelLoadOptions load_options;
+  load_options.weights_to_f32 = f32;
+  auto model = engine::LlamaModel::Load(model_dir, *backend, load_options);
+  if (!model.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(model.status().message()).c_str());
+    return 1;
+  }
+  const engine::ModelConfig& c = (*model)->config();
+  const int max_batch = 32;
+  auto kv = (*model)->CreateKvCache(max_batch * ((context + steps + 8) / 16 + 2) + 16);
+  if (!kv.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(kv.status().message()).c_str());
+    return 1;
+  }
+  std::printf("model %s: %d layers, hidden %d, heads %d/%d, vocab %d, %.1f MB of weights read per forward\n",
+              model_dir.c_str(), c.n_layers, c.hidden_size, c.n_heads, c.n_heads_kv, c.vocab_size,
+              (*model)->weight_bytes() / 1e6);
+  std::printf("threads %d, context %d tokens per sequence\n", omp_get_max_threads(), context);
+  const double read_bw = engine::cpu::MeasureReadBandwidth(size_t{1} << 30);
+  std::printf("read-only streaming bandwidth (1 GiB vectorised sum): %.1f GB/s\n\n", read_bw);
+
+  Bench bench{**model, **kv, context};
+  std::printf("%-8s %12s %14s\n", "batch", "step ms", "tokens/s");
+  double batch1_step = 0;
+  for (int batch : {1, 8, 32}) {
+    const double step = bench.DecodeStep(batch, steps);
+    if (batch == 1) batch1_step = step;
+    std::printf("%-8d %12.2f %14.1f\n", batch, step * 1e3, batch / step);
+  }
+  const double achieved = (*model)->weight_bytes() / batch1_step / 1e9;
+  std::printf("\nbatch-1 decode reads weights at %.1f GB/s = %.0f%% of the read-only bandwidth\n\n", achieved,
+              100.0 * achieved / read_bw);
+
+  std::printf("%-8s %12s %12s\n", "tokens", "forward ms", "x 1-token");
+  double one = 0;
+  for (int n : {1, 2, 4, 8, 16}) {
+    const double t = bench.ForwardTokens(n, steps);
+    if (n == 1) one = t;
+    std::printf("%-8d %12.2f %12.2f\n", n, t * 1e3, t / one);
+  }
+  return 0;
+}
+
+const RegisterCommand kRegister("bench-engine", "decode tokens/s, verify-forward cost and memory bandwidth",
+                                RunBenchEngine);
+
+}  // namespace
+}  // namespace splitspec::tools

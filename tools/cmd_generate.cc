@@ -1,0 +1,86 @@
+// `splitspec generate`: plain generation on the local engine (--model), or through a running
+// router (--router, handled by the `generate-remote` command when the services are built).
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "common/engine/backend.h"
+#include "common/engine/generation/generate.h"
+#include "common/engine/model/llama_model.h"
+#include "common/engine/tokenizer/tokenizer.h"
+#include "tools/command.h"
+
+namespace splitspec::tools {
+namespace {
+
+using engine::GenerateOptions;
+
+int RunGenerate(const Args& args) {
+  if (args.Has("router")) {
+    auto remote = CommandRegistry().find("generate-remote");
+    if (remote == CommandRegistry().end()) {
+      std::fprintf(stderr, "error: this build has no gRPC client; use --model DIR\n");
+      return 2;
+    }
+    return remote->second.run(args);
+  }
+  const std::string model_dir = args.Require("model");
+  const std::string prompt = args.Require("prompt");
+  GenerateOptions options;
+  options.max_tokens = static_cast<int>(args.GetInt("max-tokens", 64));
+  options.sampling.temperature = static_cast<float>(args.GetDouble("temperature", 0.0));
+  options.sampling.top_k = static_cast<int>(args.GetInt("top-k", 0));
+  options.sampling.top_p = static_cast<float>(args.GetDouble("top-p", 1.0));
+  options.sampling.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
+  const int threads = static_cast<int>(args.GetInt("threads", 0));
+  args.CheckAllUsed();
+
+  auto tokenizer = engine::Tokenizer::LoadFromFile(model_dir + "/tokenizer.model");
+  if (!tokenizer.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(tokenizer.status().message()).c_str());
+    return 1;
+  }
+  std::unique_ptr<engine::Backend> backend = engine::CreateCpuBackend({threads});
+  auto model = engine::LlamaModel::Load(model_dir, *backend);
+  if (!model.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(model.status().message()).c_str());
+    return 1;
+  }
+  const std::vector<int32_t> prompt_tokens = (*tokenizer)->Encode(prompt, /*add_bos=*/true);
+  const int block_size = 16;
+  const int n_blocks = static_cast<int>((prompt_tokens.size() + options.max_tokens) / block_size + 2);
+  auto kv = (*model)->CreateKvCache(n_blocks, block_size);
+  if (!kv.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(kv.status().message()).c_str());
+    return 1;
+  }
+  options.eos_id = (*tokenizer)->eos_id();
+  std::vector<int32_t> generated;
+  auto first_token_time = std::chrono::steady_clock::now();
+  options.on_token = [&](int32_t token) {
+    if (generated.empty()) first_token_time = std::chrono::steady_clock::now();
+    std::fputs((*tokenizer)->DecodeIncremental(generated, token).c_str(), stdout);
+    std::fflush(stdout);
+    generated.push_back(token);
+    return true;
+  };
+  std::fputs(prompt.c_str(), stdout);
+  const auto start = std::chrono::steady_clock::now();
+  auto result = engine::GenerateTokens(**model, **kv, prompt_tokens, options);
+  const auto end = std::chrono::steady_clock::now();
+  if (!result.ok()) {
+    std::fprintf(stderr, "\nerror: %s\n", std::string(result.status().message()).c_str());
+    return 1;
+  }
+  const double total = std::chrono::duration<double>(end - start).count();
+  const double decode = std::chrono::duration<double>(end - first_token_time).count();
+  const size_t n = result->size();
+  std::fprintf(stderr, "\n[%zu prompt tokens, %zu generated in %.3f s: prefill+first token %.1f ms, decode %.1f tokens/s]\n",
+               prompt_tokens.size(), n, total, (total - decode) * 1e3, n > 1 ? (n - 1) / decode : 0.0);
+  return 0;
+}
+
+const RegisterCommand kRegister("generate", "generate text from a prompt (--model DIR or --router ADDR)", RunGenerate);
+
+}  // namespace
+}  // namespace splitspec::tools
