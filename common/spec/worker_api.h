@@ -34,9 +34,9 @@ struct DraftProposal {
 
 // What shape of proposal the router asks a drafter for.
 struct ProposalShape {
-  int32_t depth = 0;         // k: tokens along the longest path; 0 = propose nothing
-  int32_t branching = 1;     // children kept per node at each depth (1 = chain)
-  int32_t max_nodes = 0;     // node budget for trees (0 = depth * branching, full top-k tree capped)
+  int32_t depth = 0;      // k: tokens along the longest path; 0 = propose nothing
+  int32_t branching = 1;  // children kept per node at each depth (1 = chain)
+  int32_t max_nodes = 0;  // node budget for trees (0 = depth * branching, full top-k tree capped)
 };
 
 // ---- verifier --------------------------------------------------------------------------

@@ -24,14 +24,17 @@ struct SamplingParams {
 absl::Status ValidateSamplingParams(const SamplingParams& params);
 
 // Index of the largest logit; the lowest index wins ties, so the result is deterministic.
+// NaN never wins over a number; -1 for an empty span.
 int32_t Argmax(absl::Span<const float> logits);
 
 // Probabilities after temperature, top-k and top-p, normalised to sum 1 (zeros outside the
 // kept set). With greedy params: one-hot at Argmax. Computed in a fixed order (deterministic).
-std::vector<float> ComputeProbabilities(absl::Span<const float> logits, const SamplingParams& params);
+std::vector<float> ComputeProbabilities(absl::Span<const float> logits,
+                                        const SamplingParams& params);
 
 // xoshiro256** seeded through splitmix64: small, fast and identical on every platform
 // (std:: distributions are not, so we never use them for sampling).
+// Not thread-safe: one per request, used by one thread at a time.
 class Rng {
  public:
   explicit Rng(uint64_t seed);
@@ -43,7 +46,13 @@ class Rng {
 };
 
 // Draws an index from `probs` (need not be normalised; must have a positive sum).
+// Negative and NaN entries count as 0; returns -1 when nothing has positive mass.
+// Consumes exactly one NextUniform() draw.
 int32_t SampleFromProbabilities(absl::Span<const float> probs, Rng& rng);
+
+// One token from logits: Argmax for greedy params (no RNG draw), otherwise
+// SampleFromProbabilities(ComputeProbabilities(logits, params), rng).
+int32_t SampleToken(absl::Span<const float> logits, const SamplingParams& params, Rng& rng);
 
 }  // namespace splitspec::engine
 
