@@ -143,6 +143,9 @@ LlamaModel::~LlamaModel() {
   auto free = [this](Tensor& t) {
     if (t.data != nullptr) backend_.Free(t);
   };
+  for (Tensor& t : workspace_) free(t);
+  // Until Load hands the weights over, its WeightLoader owns (and on failure frees) them.
+  if (!weights_owned_) return;
   for (Layer& layer : layers_) {
     for (Tensor* t : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.bq, &layer.bk, &layer.bv,
                       &layer.wo, &layer.ffn_norm, &layer.w_gate_up, &layer.w_down}) {
@@ -152,7 +155,6 @@ LlamaModel::~LlamaModel() {
   free(embedding_);
   free(final_norm_);
   if (lm_head_owned_) free(lm_head_);
-  for (Tensor& t : workspace_) free(t);
 }
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& model_dir, Backend& backend,
@@ -202,6 +204,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& 
   model->weight_bytes_ = load.bytes() - static_cast<int64_t>(model->embedding_.n_bytes()) +
                          static_cast<int64_t>(model->lm_head_.n_bytes()) * (model->lm_head_owned_ ? 0 : 1);
   load.Commit();
+  model->weights_owned_ = true;
   return model;
 }
 

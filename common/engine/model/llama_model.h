@@ -75,6 +75,7 @@ class LlamaModel {
   Tensor final_norm_;  // (1, hidden)
   Tensor lm_head_;     // (vocab, hidden); aliases embedding_ when tied
   bool lm_head_owned_ = false;
+  bool weights_owned_ = false;  // set once Load has loaded every tensor
   int64_t weight_bytes_ = 0;
   std::vector<Tensor> workspace_;
 };

@@ -21,10 +21,15 @@ struct TensorView {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;
   size_t n_bytes = 0;
+  std::string file;  // the .safetensors file holding it, for error messages
 
   int64_t n_elements() const;
 };
 
+// Status codes: NOT_FOUND for a missing file or tensor; DATA_LOSS for a truncated file;
+// INVALID_ARGUMENT for a malformed or oversized header, a bad index, inconsistent offsets or
+// shapes; UNIMPLEMENTED for safetensors dtypes other than F32/F16/BF16. Messages name the file.
+// Immutable after opening: safe to use from any number of threads.
 class SafetensorsArchive {
  public:
   // Opens `model_dir`/model.safetensors, or the shards named by
@@ -45,11 +50,15 @@ class SafetensorsArchive {
   virtual std::vector<std::string> TensorNames() const = 0;
 };
 
-// Writes one .safetensors file (header sorted by name, data 8-byte aligned).
+// Writes one .safetensors file: header sorted by name and padded with spaces so the data area
+// starts 8-byte aligned; tensor data back to back in name order (no holes, as the format's
+// reference reader requires). Not thread-safe.
 class SafetensorsWriter {
  public:
   // `bytes` must hold product(shape) elements of `dtype`, little-endian.
   void Add(std::string name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
+  // INVALID_ARGUMENT for duplicate names or a byte count that does not match the shape;
+  // I/O errors name `path`. Writes `path`.tmp and renames it, so readers never see half a file.
   absl::Status WriteFile(const std::string& path) const;
 
  private:

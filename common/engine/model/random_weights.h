@@ -1,0 +1,38 @@
+// Seeded random numbers for make-model: xoshiro256** seeded through splitmix64, normals by
+// Box-Muller. Deterministic for a seed on every platform (no std:: distributions, whose output
+// differs between standard libraries).
+#ifndef SPLITSPEC_COMMON_ENGINE_MODEL_RANDOM_WEIGHTS_H_
+#define SPLITSPEC_COMMON_ENGINE_MODEL_RANDOM_WEIGHTS_H_
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace splitspec::engine {
+
+// Not thread-safe; use one per thread.
+class Xoshiro256 {
+ public:
+  explicit Xoshiro256(uint64_t seed);
+  uint64_t Next();
+  // Uniform in the open interval (0, 1), 53 bits.
+  double Uniform();
+  // Standard normal.
+  double Normal();
+
+ private:
+  uint64_t state_[4];
+  bool has_spare_ = false;
+  double spare_ = 0.0;
+};
+
+// Seed of one tensor's stream: depends on the model seed and the tensor's name only, so a
+// tensor's values do not change when other tensors are added or removed (e.g. lm_head tied).
+uint64_t TensorSeed(uint64_t model_seed, std::string_view tensor_name);
+
+// `n` values drawn from N(mean, std^2) with a stream seeded by `seed`.
+std::vector<float> NormalValues(int64_t n, float mean, float std, uint64_t seed);
+
+}  // namespace splitspec::engine
+
+#endif  // SPLITSPEC_COMMON_ENGINE_MODEL_RANDOM_WEIGHTS_H_
