@@ -1,0 +1,40 @@
+// Command-line flags for the service binaries: `--name value`, `--name=value`, bare `--flag`,
+// repeatable flags (`--drafter a --drafter b`), dashes in names as the docs spell them
+// (`--ngram-min`). absl flags would force underscores and cannot repeat a flag.
+//
+// Not thread-safe; parse once in main.
+#ifndef SPLITSPEC_COMMON_RPC_FLAGS_H_
+#define SPLITSPEC_COMMON_RPC_FLAGS_H_
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace splitspec::rpc {
+
+class Flags {
+ public:
+  // `boolean` names take no value (`--ngram`); every other flag needs one. INVALID_ARGUMENT
+  // for positional arguments or a missing value.
+  static absl::StatusOr<Flags> Parse(int argc, char** argv, const std::set<std::string>& boolean);
+
+  bool Has(const std::string& name) const;
+  std::string GetString(const std::string& name, const std::string& fallback = "") const;
+  std::vector<std::string> GetAll(const std::string& name) const;
+  // INVALID_ARGUMENT naming the flag when the value is not a number.
+  absl::StatusOr<int> GetInt(const std::string& name, int fallback) const;
+  absl::StatusOr<double> GetDouble(const std::string& name, double fallback) const;
+  // INVALID_ARGUMENT listing flags that were given but never read (typos), so call it last.
+  absl::Status CheckAllUsed() const;
+
+ private:
+  std::map<std::string, std::vector<std::string>> values_;
+  mutable std::set<std::string> used_;
+};
+
+}  // namespace splitspec::rpc
+
+#endif  // SPLITSPEC_COMMON_RPC_FLAGS_H_

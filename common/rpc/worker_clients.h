@@ -1,0 +1,68 @@
+// gRPC clients for the worker services that speak the plain types of common/spec/worker_api.h,
+// so the router (and tests, and the CLI) never touch generated messages. Also a health probe.
+//
+// Thread-safe: gRPC stubs may be used from several threads at once.
+#ifndef SPLITSPEC_COMMON_RPC_WORKER_CLIENTS_H_
+#define SPLITSPEC_COMMON_RPC_WORKER_CLIENTS_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/spec/worker_api.h"
+#include "splitspec/v1/drafter.grpc.pb.h"
+#include "splitspec/v1/verifier.grpc.pb.h"
+
+namespace splitspec::rpc {
+
+// An insecure channel with our message size limits.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+
+class VerifierClient {
+ public:
+  // `timeout` bounds every call (a verifier that hangs must not hang the router).
+  explicit VerifierClient(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout = absl::Seconds(60));
+
+  absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(const std::vector<spec::PrefillItem>& items);
+  absl::StatusOr<spec::VerifyResponse> Verify(const std::vector<spec::VerifyItem>& items);
+  absl::Status Release(const std::vector<spec::RequestId>& ids);
+  absl::StatusOr<spec::WorkerInfo> GetInfo();
+  // The model directory the verifier loaded (for the router's tokenizer).
+  absl::StatusOr<std::string> GetModelDir();
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Verifier::Stub> stub_;
+  absl::Duration timeout_;
+};
+
+class DrafterClient {
+ public:
+  explicit DrafterClient(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout = absl::Seconds(60));
+
+  absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items);
+  absl::Status Release(const std::vector<spec::RequestId>& ids);
+  absl::StatusOr<spec::WorkerInfo> GetInfo();
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Drafter::Stub> stub_;
+  absl::Duration timeout_;
+};
+
+// grpc.health.v1 Check of `service` ("" = the whole server): OK when SERVING, UNAVAILABLE
+// otherwise (including when the server cannot be reached within `timeout`).
+absl::Status CheckHealth(const std::shared_ptr<grpc::Channel>& channel, const std::string& service = "",
+                         absl::Duration timeout = absl::Seconds(2));
+
+// Waits (using gRPC's connectivity wait, no polling sleeps) until the server is healthy or the
+// deadline passes.
+absl::Status WaitForHealthy(const std::string& address, absl::Duration timeout);
+
+}  // namespace splitspec::rpc
+
+#endif  // SPLITSPEC_COMMON_RPC_WORKER_CLIENTS_H_

@@ -1,0 +1,148 @@
+// Draft-model proposer (see draft_model_proposer.h).
+#include "drafter/draft_model_proposer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/engine/sampling/sampler.h"
+
+namespace splitspec::drafter {
+
+absl::StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(const DraftModelOptions& options) {
+  if (options.kv_blocks <= 0 || options.block_size <= 0) {
+    return absl::InvalidArgumentError("kv_blocks and block_size must be positive");
+  }
+  engine::CpuBackendOptions backend_options;
+  backend_options.n_threads = options.n_threads;
+  std::unique_ptr<engine::Backend> backend = engine::CreateCpuBackend(backend_options);
+  absl::StatusOr<std::unique_ptr<engine::LlamaModel>> model = engine::LlamaModel::Load(options.model_dir, *backend);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<std::unique_ptr<engine::KvCache>> kv = (*model)->CreateKvCache(options.kv_blocks, options.block_size);
+  if (!kv.ok()) return kv.status();
+  return std::unique_ptr<DraftModelProposer>(
+      new DraftModelProposer(options, std::move(backend), std::move(*model), std::move(*kv)));
+}
+
+DraftModelProposer::DraftModelProposer(const DraftModelOptions& options, std::unique_ptr<engine::Backend> backend,
+                                       std::unique_ptr<engine::LlamaModel> model,
+                                       std::unique_ptr<engine::KvCache> kv)
+    : options_(options), backend_(std::move(backend)), model_(std::move(model)), kv_(std::move(kv)) {}
+
+DraftModelProposer::~DraftModelProposer() {
+  // Backend memory goes back before the backend itself.
+  kv_.reset();
+  model_.reset();
+}
+
+absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(absl::Span<const ProposeTask> tasks) {
+  std::vector<spec::DraftProposal> proposals(tasks.size());
+  const int32_t max_positions = model_->config().max_position_embeddings;
+  const int32_t vocab = model_->config().vocab_size;
+
+  // Depth each task will actually get: its history fills positions [0, L) and drafts d1..d_{k-1}
+  // are fed at L.., so k - 1 more positions must fit in the context.
+  std::vector<int32_t> depth(tasks.size(), 0);
+  std::vector<size_t> active;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const ProposeTask& task = tasks[i];
+    const int32_t length = static_cast<int32_t>(task.history->size());
+    depth[i] = std::max(0, std::min(task.shape.depth, max_positions - length));
+    if (depth[i] > 0) active.push_back(i);
+  }
+  if (active.empty()) return proposals;
+
+  // First forward: roll each sequence back to the longest prefix that still agrees with the
+  // committed history (dropping the rejected speculation), then feed the rest of the history
+  // (always at least the pending token) and read the logits after its last token.
+  std::vector<engine::SequenceStep> steps;
+  steps.reserve(active.size());
+  for (size_t i : active) {
+    const ProposeTask& task = tasks[i];
+    const std::vector<int32_t>& history = *task.history;
+    std::vector<int32_t>& held = kv_tokens_[task.id];
+    if (!kv_->HasSequence(task.id)) {
+      if (absl::Status s = kv_->AddSequence(task.id); !s.ok()) return s;
+      held.clear();
+    }
+    // The pending token (history.back()) is never kept: it is fed again so its logits exist.
+    const size_t limit = std::min(held.size(), history.size() - 1);
+    size_t common = 0;
+    while (common < limit && held[common] == history[common]) ++common;
+    if (absl::Status s = kv_->Truncate(task.id, static_cast<int32_t>(common)); !s.ok()) return s;
+    held.resize(common);
+    engine::SequenceStep step;
+    step.seq = task.id;
+    step.tokens.assign(history.begin() + static_cast<std::ptrdiff_t>(common), history.end());
+    step.logit_nodes = {static_cast<int32_t>(step.tokens.size()) - 1};
+    steps.push_back(std::move(step));
+  }
+  engine::ForwardResult forward;
+  absl::Status status = model_->Forward(steps, *kv_, &forward);
+  if (absl::IsResourceExhausted(status)) return proposals;  // no room: propose nothing this step
+  if (!status.ok()) return status;
+  for (size_t a = 0; a < active.size(); ++a) {
+    const size_t i = active[a];
+    std::vector<int32_t>& held = kv_tokens_[tasks[i].id];
+    held.insert(held.end(), steps[a].tokens.begin(), steps[a].tokens.end());
+    const int32_t token = engine::Argmax(absl::MakeConstSpan(forward.Row(static_cast<int64_t>(a)), vocab));
+    proposals[i].tokens.push_back(token);
+    proposals[i].parents.push_back(-1);
+  }
+
+  // Deeper levels: one token per still-growing request per forward.
+  for (int32_t level = 1;; ++level) {
+    std::vector<size_t> growing;
+    steps.clear();
+    for (size_t i : active) {
+      if (depth[i] <= level) continue;
+      growing.push_back(i);
+      engine::SequenceStep step;
+      step.seq = tasks[i].id;
+      step.tokens = {proposals[i].tokens.back()};
+      step.logit_nodes = {0};
+      steps.push_back(std::move(step));
+    }
+    if (growing.empty()) break;
+    status = model_->Forward(steps, *kv_, &forward);
+    if (absl::IsResourceExhausted(status)) break;  // keep the shorter proposals
+    if (!status.ok()) return status;
+    for (size_t g = 0; g < growing.size(); ++g) {
+      const size_t i = growing[g];
+      kv_tokens_[tasks[i].id].push_back(proposals[i].tokens.back());
+      const int32_t token = engine::Argmax(absl::MakeConstSpan(forward.Row(static_cast<int64_t>(g)), vocab));
+      proposals[i].parents.push_back(static_cast<int32_t>(proposals[i].tokens.size()) - 1);
+      proposals[i].tokens.push_back(token);
+    }
+  }
+  return proposals;
+}
+
+void DraftModelProposer::Release(spec::RequestId id) {
+  kv_tokens_.erase(id);
+  kv_->Release(id);
+}
+
+ProposerInfo DraftModelProposer::Info() const {
+  ProposerInfo info;
+  std::string name = options_.model_dir;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  const size_t slash = name.rfind('/');
+  info.name = slash == std::string::npos ? name : name.substr(slash + 1);
+  info.vocab_size = model_->config().vocab_size;
+  info.free_blocks = kv_->free_blocks();
+  info.total_blocks = kv_->total_blocks();
+  info.block_size = kv_->block_size();
+  return info;
+}
+
+const std::vector<int32_t>* DraftModelProposer::KvTokens(spec::RequestId id) const {
+  auto it = kv_tokens_.find(id);
+  return it == kv_tokens_.end() ? nullptr : &it->second;
+}
+
+int32_t DraftModelProposer::KvLength(spec::RequestId id) const {
+  return kv_->HasSequence(id) ? kv_->Length(id) : -1;
+}
+
+}  // namespace splitspec::drafter

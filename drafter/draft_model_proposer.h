@@ -1,0 +1,61 @@
+// Draft-model proposer: a small Llama-family model proposes k greedy tokens per request, all
+// requests of a step batched into the same forwards (one forward per draft depth).
+//
+// KV sync: the proposer remembers the tokens it put in each request's KV cache (the committed
+// history it had seen plus the draft tokens it speculated). On each Propose it keeps the
+// longest prefix of those that agrees with the committed history, truncates the rest (the
+// rejected tail) and feeds the missing committed tokens together with the first draft forward,
+// so it catches up also after steps where it proposed nothing.
+#ifndef SPLITSPEC_DRAFTER_DRAFT_MODEL_PROPOSER_H_
+#define SPLITSPEC_DRAFTER_DRAFT_MODEL_PROPOSER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/engine/backend.h"
+#include "common/engine/kv/kv_cache.h"
+#include "common/engine/model/llama_model.h"
+#include "drafter/proposer.h"
+
+namespace splitspec::drafter {
+
+struct DraftModelOptions {
+  std::string model_dir;
+  int32_t kv_blocks = 1024;
+  int32_t block_size = 16;
+  int32_t n_threads = 0;  // 0 = all cores
+};
+
+// Not thread-safe (see Proposer).
+class DraftModelProposer : public Proposer {
+ public:
+  static absl::StatusOr<std::unique_ptr<DraftModelProposer>> Create(const DraftModelOptions& options);
+  ~DraftModelProposer() override;
+
+  absl::StatusOr<std::vector<spec::DraftProposal>> Propose(absl::Span<const ProposeTask> tasks) override;
+  void Release(spec::RequestId id) override;
+  ProposerInfo Info() const override;
+
+  // Tokens held in the request's draft KV (committed prefix + speculated tail); nullptr when the
+  // proposer has no state for it. For tests.
+  const std::vector<int32_t>* KvTokens(spec::RequestId id) const;
+  int32_t KvLength(spec::RequestId id) const;
+
+ private:
+  DraftModelProposer(const DraftModelOptions& options, std::unique_ptr<engine::Backend> backend,
+                     std::unique_ptr<engine::LlamaModel> model, std::unique_ptr<engine::KvCache> kv);
+
+  DraftModelOptions options_;
+  std::unique_ptr<engine::Backend> backend_;
+  std::unique_ptr<engine::LlamaModel> model_;
+  std::unique_ptr<engine::KvCache> kv_;
+  std::unordered_map<spec::RequestId, std::vector<int32_t>> kv_tokens_;
+};
+
+}  // namespace splitspec::drafter
+
+#endif  // SPLITSPEC_DRAFTER_DRAFT_MODEL_PROPOSER_H_

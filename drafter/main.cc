@@ -1,0 +1,104 @@
+// splitspec-drafter: serves the Drafter gRPC service with a draft-model or n-gram proposer.
+//   splitspec-drafter --model DIR --port P
+//   splitspec-drafter --ngram [--ngram-min 1 --ngram-max 4] --port P
+// Other flags: --host (127.0.0.1), --max-draft-tokens (16), --kv-blocks (1024), --block-size
+// (16), --threads (0 = all cores), --drain-seconds (10).
+// Prints "splitspec-drafter listening on HOST:PORT" once serving (--port 0 picks a free port);
+// SIGTERM/SIGINT drain in-flight calls and exit 0.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "common/rpc/flags.h"
+#include "common/rpc/server.h"
+#include "drafter/draft_model_proposer.h"
+#include "drafter/drafter_core.h"
+#include "drafter/drafter_service.h"
+#include "drafter/ngram_proposer.h"
+
+namespace {
+
+using splitspec::drafter::Proposer;
+
+constexpr char kUsage[] =
+    "usage: splitspec-drafter (--model DIR | --ngram [--ngram-min N] [--ngram-max N]) [--port P] [--host H]\n"
+    "       [--max-draft-tokens K] [--kv-blocks N] [--block-size N] [--threads N] [--drain-seconds S]\n";
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
+  return 2;
+}
+
+int Run(const splitspec::rpc::Flags& flags) {
+  const std::string model = flags.GetString("model");
+  const bool ngram = flags.Has("ngram");
+  auto ngram_min = flags.GetInt("ngram-min", 1);
+  auto ngram_max = flags.GetInt("ngram-max", 4);
+  auto port = flags.GetInt("port", 50052);
+  auto max_draft = flags.GetInt("max-draft-tokens", 16);
+  auto kv_blocks = flags.GetInt("kv-blocks", 1024);
+  auto block_size = flags.GetInt("block-size", 16);
+  auto threads = flags.GetInt("threads", 0);
+  auto drain = flags.GetDouble("drain-seconds", 10);
+  const std::string host = flags.GetString("host", "127.0.0.1");
+  for (const absl::Status& s : {ngram_min.status(), ngram_max.status(), port.status(), max_draft.status(),
+                                kv_blocks.status(), block_size.status(), threads.status(), drain.status(),
+                                flags.CheckAllUsed()}) {
+    if (!s.ok()) return Fail(s);
+  }
+  if (ngram == !model.empty()) return Fail(absl::InvalidArgumentError("give exactly one of --model DIR or --ngram"));
+
+  std::unique_ptr<Proposer> proposer;
+  if (ngram) {
+    splitspec::spec::NgramMatcherOptions options;
+    options.min_n = *ngram_min;
+    options.max_n = *ngram_max;
+    auto created = splitspec::drafter::NgramProposer::Create(options);
+    if (!created.ok()) return Fail(created.status());
+    proposer = std::move(*created);
+  } else {
+    splitspec::drafter::DraftModelOptions options;
+    options.model_dir = model;
+    options.kv_blocks = *kv_blocks;
+    options.block_size = *block_size;
+    options.n_threads = *threads;
+    auto created = splitspec::drafter::DraftModelProposer::Create(options);
+    if (!created.ok()) {
+      std::fprintf(stderr, "error: loading draft model %s: %s\n", model.c_str(),
+                   std::string(created.status().message()).c_str());
+      return 1;
+    }
+    proposer = std::move(*created);
+  }
+  splitspec::drafter::DrafterOptions core_options;
+  core_options.max_draft_tokens = *max_draft;
+  splitspec::drafter::DrafterCore core(std::move(proposer), core_options);
+  splitspec::drafter::DrafterService service(&core);
+
+  splitspec::rpc::ServerOptions server_options;
+  server_options.address = splitspec::rpc::JoinHostPort(host, *port);
+  server_options.drain_timeout = absl::Seconds(*drain);
+  auto server = splitspec::rpc::Server::Start(server_options, {&service}, {"splitspec.v1.Drafter"});
+  if (!server.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  std::printf("splitspec-drafter listening on %s (%s)\n", (*server)->address().c_str(),
+              core.Info().model_name.c_str());
+  std::fflush(stdout);
+  const int signal_number = splitspec::rpc::WaitForTerminationSignal();
+  std::fprintf(stderr, "splitspec-drafter: signal %d, draining\n", signal_number);
+  (*server)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before any thread exists, so every gRPC and OpenMP thread inherits the blocked mask.
+  splitspec::rpc::BlockTerminationSignals();
+  auto flags = splitspec::rpc::Flags::Parse(argc, argv, {"ngram"});
+  if (!flags.ok()) return Fail(flags.status());
+  return Run(*flags);
+}

@@ -1,0 +1,53 @@
+// N-gram prompt-lookup proposer (see ngram_proposer.h).
+#include "drafter/ngram_proposer.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace splitspec::drafter {
+
+absl::StatusOr<std::unique_ptr<NgramProposer>> NgramProposer::Create(const spec::NgramMatcherOptions& options) {
+  // Create validates the options once, up front, instead of at the first request.
+  absl::StatusOr<spec::NgramMatcher> probe = spec::NgramMatcher::Create(options);
+  if (!probe.ok()) return probe.status();
+  return std::unique_ptr<NgramProposer>(new NgramProposer(options));
+}
+
+absl::StatusOr<std::vector<spec::DraftProposal>> NgramProposer::Propose(absl::Span<const ProposeTask> tasks) {
+  std::vector<spec::DraftProposal> proposals(tasks.size());
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const ProposeTask& task = tasks[i];
+    auto it = matchers_.find(task.id);
+    if (it == matchers_.end()) {
+      absl::StatusOr<spec::NgramMatcher> matcher = spec::NgramMatcher::Create(options_);
+      if (!matcher.ok()) return matcher.status();
+      it = matchers_.emplace(task.id, *std::move(matcher)).first;
+    }
+    // Keep the indexed prefix that still agrees with the history, then index the rest; in the
+    // usual case that is just the tokens committed since the last step.
+    spec::NgramMatcher& matcher = it->second;
+    const std::vector<int32_t>& history = *task.history;
+    const absl::Span<const int32_t> indexed = matcher.history();
+    const size_t limit = std::min(indexed.size(), history.size());
+    size_t common = 0;
+    while (common < limit && indexed[common] == history[common]) ++common;
+    if (absl::Status s = matcher.Truncate(static_cast<int64_t>(common)); !s.ok()) return s;
+    matcher.Append(absl::MakeConstSpan(history).subspan(common));
+    if (task.shape.depth <= 0) continue;
+    spec::NgramMatch match = matcher.Propose(task.shape.depth);
+    proposals[i].tokens = std::move(match.tokens);
+    proposals[i].parents.resize(proposals[i].tokens.size());
+    for (size_t n = 0; n < proposals[i].parents.size(); ++n) proposals[i].parents[n] = static_cast<int32_t>(n) - 1;
+  }
+  return proposals;
+}
+
+void NgramProposer::Release(spec::RequestId id) { matchers_.erase(id); }
+
+ProposerInfo NgramProposer::Info() const {
+  ProposerInfo info;
+  info.name = "ngram";
+  return info;
+}
+
+}  // namespace splitspec::drafter

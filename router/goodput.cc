@@ -1,0 +1,183 @@
+// Goodput evaluation and its exact maximisation.
+//
+// Per-request optimisation, and why it is exact. Fix D_p, the number of draft forwards of
+// each pool p (k_i <= D_p for the requests i of pool p). With the linear latency model the
+// step time then splits into
+//   T(k) = C0 + sum_p F_p(D_p) + sum_i c_i(k_i)
+// where C0 is the target forward with every k_i = 0 plus the verify RPC, F_p(D) the fixed
+// part of pool p (D * delta_p for a draft model or its constant for a model-free one, plus
+// its RPC; 0 for D = 0) and c_i(k) = gamma_target * k + sum_{s=1..k} (alpha_p (ctx_i + s - 1)
+// + gamma_p) the request's own marginal cost. c_i has non-decreasing increments (convex) and
+// l(a_i, k) has non-increasing increments a_i^(k+1) (concave, see expected_length.h).
+//
+// (1) For fixed D, max_k L(k) / T(k) with L = sum_i l_i(k_i) is solved exactly by Dinkelbach's
+// method: for a ratio G let F(G) = max_k [L(k) - G T(k)], which is separable: each request
+// maximises l_i(k) - G c_i(k) on its own, a concave function of k, so scanning k upwards
+// until the marginal a_i^(k+1) - G (c_i(k+1) - c_i(k)) stops being positive finds its
+// maximum. Starting from G = L(0)/T(0), take the maximiser k' and set G' = L(k')/T(k').
+// Since F(G) >= L(k) - G T(k) = 0 for the k that defined G, either F(G) = 0, and then no k
+// has L/T > G (G is optimal), or L(k') - G T(k') > 0, i.e. G' > G. G strictly increases over
+// a finite set of vectors, so the iteration stops, at the optimum.
+// (2) The relaxed cost with D_p >= max k_i over-charges F_p when the maximum is below D_p and
+// is exact when it equals D_p. Let k* be a true optimum and D* its per-pool maxima: the
+// relaxed optimum at D* is >= G(k*), and its solution's true cost is <= its relaxed cost, so
+// its true goodput is >= G(k*). Hence the best true goodput over all D vectors' relaxed
+// solutions is the global optimum. We enumerate D over [0, max_k]^pools (falling back to a
+// single shared D for all pools when that product exceeds kMaxDepthVectors).
+// tests/unit/router/goodput_test.cc checks this against brute force.
+#include "router/goodput.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "router/expected_length.h"
+
+namespace splitspec::router {
+namespace {
+constexpr int64_t kMaxDepthVectors = 4096;
+constexpr int kMaxDinkelbachIterations = 64;
+}  // namespace
+
+GoodputModel::GoodputModel(const LatencyModel& model, std::vector<GoodputItem> items,
+                           int32_t max_k)
+    : model_(model), items_(std::move(items)), max_k_(std::max<int32_t>(max_k, 0)) {
+  std::map<std::string, int32_t> index;
+  pool_index_.assign(items_.size(), -1);
+  for (size_t i = 0; i < items_.size(); ++i) {
+    if (!items_[i].speculative) continue;
+    auto [it, added] = index.emplace(items_[i].pool, static_cast<int32_t>(pools_.size()));
+    if (added) pools_.push_back(items_[i].pool);
+    pool_index_[i] = it->second;
+  }
+}
+
+double GoodputModel::StepSeconds(absl::Span<const int32_t> k) const {
+  double n_ctx = 0, n_tok = 0;
+  for (size_t i = 0; i < items_.size(); ++i) {
+    n_ctx += items_[i].context;
+    n_tok += 1 + (i < k.size() ? std::max(k[i], 0) : 0);
+  }
+  double t = model_.TargetSeconds(n_ctx, n_tok) + model_.RpcSeconds();
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    std::vector<int32_t> ctx, kk;
+    for (size_t i = 0; i < items_.size(); ++i) {
+      if (pool_index_[i] == static_cast<int32_t>(p) && i < k.size() && k[i] > 0) {
+        ctx.push_back(items_[i].context);
+        kk.push_back(k[i]);
+      }
+    }
+    if (kk.empty()) continue;
+    t += model_.DraftSeconds(pools_[p], ctx, kk) + model_.RpcSeconds();
+  }
+  return t;
+}
+
+double GoodputModel::ExpectedTokens(absl::Span<const int32_t> k) const {
+  double total = 0;
+  for (size_t i = 0; i < items_.size(); ++i) {
+    total += ExpectedChainLength(items_[i].acceptance, i < k.size() ? k[i] : 0);
+  }
+  return total;
+}
+
+double GoodputModel::Goodput(absl::Span<const int32_t> k) const {
+  const double t = StepSeconds(k);
+  return t > 0 ? ExpectedTokens(k) / t : 0.0;
+}
+
+std::vector<int32_t> GoodputModel::BestUniform() const {
+  std::vector<int32_t> best(items_.size(), 0);
+  double best_goodput = Goodput(best);
+  for (int32_t k = 1; k <= max_k_; ++k) {
+    std::vector<int32_t> cand(items_.size(), 0);
+    for (size_t i = 0; i < items_.size(); ++i) cand[i] = items_[i].speculative ? k : 0;
+    const double g = Goodput(cand);
+    if (g > best_goodput * (1 + 1e-12)) {
+      best_goodput = g;
+      best = cand;
+    }
+  }
+  return best;
+}
+
+std::vector<int32_t> GoodputModel::SolveForDepths(const std::vector<int32_t>& depth) const {
+  const ForwardCoefficients target = model_.EffectiveTarget();
+  const double rpc = model_.RpcSeconds();
+  std::vector<DrafterCost> costs;
+  for (const std::string& p : pools_) costs.push_back(model_.EffectiveDrafter(p));
+
+  double c0 = target.delta + rpc;
+  for (const GoodputItem& it : items_) c0 += target.alpha * it.context + target.gamma;
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    if (depth[p] == 0) continue;
+    c0 += rpc + (costs[p].model_free ? costs[p].constant_seconds
+                                     : depth[p] * costs[p].forward.delta);
+  }
+  // Marginal cost of request i's s-th draft token (s >= 1).
+  auto marginal_cost = [&](size_t i, int32_t s) {
+    const int32_t p = pool_index_[i];
+    double c = target.gamma;
+    if (!costs[p].model_free) {
+      c += costs[p].forward.alpha * (items_[i].context + s - 1) + costs[p].forward.gamma;
+    }
+    return c;
+  };
+
+  std::vector<int32_t> k(items_.size(), 0);
+  double ratio = ExpectedTokens(k) / c0;
+  for (int iter = 0; iter < kMaxDinkelbachIterations; ++iter) {
+    std::vector<int32_t> next(items_.size(), 0);
+    double tokens = 0, cost = c0;
+    for (size_t i = 0; i < items_.size(); ++i) {
+      tokens += 1;
+      const int32_t limit = pool_index_[i] < 0 ? 0 : depth[pool_index_[i]];
+      const double a = items_[i].acceptance;
+      for (int32_t s = 1; s <= limit; ++s) {
+        const double gain = ChainMarginalGain(a, s - 1);
+        const double mc = marginal_cost(i, s);
+        if (gain - ratio * mc <= 0) break;  // concave: no later increment is positive
+        next[i] = s;
+        tokens += gain;
+        cost += mc;
+      }
+    }
+    const double next_ratio = tokens / cost;
+    if (!(next_ratio > ratio * (1 + 1e-12))) break;
+    ratio = next_ratio;
+    k = std::move(next);
+  }
+  return k;
+}
+
+std::vector<int32_t> GoodputModel::BestPerRequest() const {
+  std::vector<int32_t> best(items_.size(), 0);
+  double best_goodput = Goodput(best);
+  if (pools_.empty() || max_k_ == 0) return best;
+  const size_t n_pools = pools_.size();
+  int64_t vectors = 1;
+  for (size_t p = 0; p < n_pools && vectors <= kMaxDepthVectors; ++p) vectors *= max_k_ + 1;
+  auto consider = [&](const std::vector<int32_t>& depth) {
+    std::vector<int32_t> k = SolveForDepths(depth);
+    const double g = Goodput(k);
+    if (g > best_goodput * (1 + 1e-12)) {
+      best_goodput = g;
+      best = std::move(k);
+    }
+  };
+  if (vectors > kMaxDepthVectors) {
+    for (int32_t d = 1; d <= max_k_; ++d) consider(std::vector<int32_t>(n_pools, d));
+    return best;
+  }
+  std::vector<int32_t> depth(n_pools, 0);
+  while (true) {
+    consider(depth);
+    size_t p = 0;
+    while (p < n_pools && depth[p] == max_k_) depth[p++] = 0;
+    if (p == n_pools) break;
+    ++depth[p];
+  }
+  return best;
+}
+
+}  // namespace splitspec::router

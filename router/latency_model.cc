@@ -1,0 +1,289 @@
+// Latency model: JSON I/O, corrected predictions, online correction, least-squares fit.
+#include "router/latency_model.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace splitspec::router {
+namespace {
+
+constexpr double kScaleEma = 0.1;
+constexpr double kMinScale = 0.1;
+constexpr double kMaxScale = 10.0;
+
+absl::StatusOr<ForwardCoefficients> ParseForward(const nlohmann::json& j, const std::string& what) {
+  if (!j.is_object()) return absl::InvalidArgumentError(what + ": expected an object");
+  ForwardCoefficients c;
+  for (const char* key : {"alpha", "gamma", "delta"}) {
+    if (!j.contains(key) || !j[key].is_number()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": missing number '", key, "'"));
+    }
+  }
+  c.alpha = j["alpha"].get<double>();
+  c.gamma = j["gamma"].get<double>();
+  c.delta = j["delta"].get<double>();
+  if (!(c.alpha >= 0 && c.gamma >= 0 && c.delta >= 0)) {
+    return absl::InvalidArgumentError(what + ": coefficients must be finite and >= 0");
+  }
+  return c;
+}
+
+nlohmann::json ForwardToJson(const ForwardCoefficients& c) {
+  return {{"alpha", c.alpha}, {"gamma", c.gamma}, {"delta", c.delta}};
+}
+
+double UpdateScale(double scale, double raw, double observed) {
+  // A worker that reports 0 did not measure (fakes, old builds): no information.
+  if (!(raw > 0) || !(observed > 0) || !std::isfinite(observed)) return scale;
+  const double ratio = std::clamp(observed / raw, kMinScale, kMaxScale);
+  return std::clamp((1 - kScaleEma) * scale + kScaleEma * ratio, kMinScale, kMaxScale);
+}
+
+}  // namespace
+
+LatencyModel::LatencyModel() {
+  // Same figures as configs/latency/a100-7b-160m.json (see that file for their provenance).
+  description_ = "built-in default: 7B target + 160M draft on one A100 (SmartSpec regime)";
+  target_ = {1.0e-7, 2.0e-4, 0.012};
+  drafters_["default"] = DrafterCost{false, {1.0e-8, 2.0e-5, 0.003}, 0};
+  drafters_["ngram"] = DrafterCost{true, {}, 0.0002};
+  rpc_file_seconds_ = rpc_seconds_ = 0.0003;
+}
+
+absl::StatusOr<LatencyModel> LatencyModel::FromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("latency model: expected a JSON object");
+  LatencyModel m;
+  m.drafters_.clear();
+  m.description_ = j.value("description", std::string());
+  if (!j.contains("target")) return absl::InvalidArgumentError("latency model: missing 'target'");
+  auto target = ParseForward(j["target"], "latency model target");
+  if (!target.ok()) return target.status();
+  m.target_ = *target;
+  if (j.contains("drafters")) {
+    if (!j["drafters"].is_object()) {
+      return absl::InvalidArgumentError("latency model: 'drafters' must be an object");
+    }
+    for (const auto& [name, entry] : j["drafters"].items()) {
+      DrafterCost cost;
+      const std::string kind = entry.value("kind", std::string("model"));
+      if (kind == "model_free") {
+        cost.model_free = true;
+        if (!entry.contains("constant_seconds") || !entry["constant_seconds"].is_number() ||
+            entry["constant_seconds"].get<double>() < 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("latency model drafter '", name, "': needs constant_seconds >= 0"));
+        }
+        cost.constant_seconds = entry["constant_seconds"].get<double>();
+      } else if (kind == "model") {
+        auto fwd = ParseForward(entry, absl::StrCat("latency model drafter '", name, "'"));
+        if (!fwd.ok()) return fwd.status();
+        cost.forward = *fwd;
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("latency model drafter '", name, "': unknown kind '", kind, "'"));
+      }
+      m.drafters_[name] = cost;
+    }
+  }
+  const double rpc = j.value("rpc_overhead_seconds", 0.0);
+  if (!(rpc >= 0)) return absl::InvalidArgumentError("latency model: rpc_overhead_seconds < 0");
+  m.rpc_file_seconds_ = m.rpc_seconds_ = rpc;
+  if (j.contains("fit")) m.fit_info_ = j["fit"];
+  return m;
+}
+
+absl::StatusOr<LatencyModel> LatencyModel::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open latency model '", path, "'"));
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(absl::StrCat("latency model '", path, "' is not JSON"));
+  }
+  return FromJson(j);
+}
+
+nlohmann::json LatencyModel::ToJson() const {
+  nlohmann::json j;
+  j["description"] = description_;
+  j["target"] = ForwardToJson(target_);
+  nlohmann::json drafters = nlohmann::json::object();
+  for (const auto& [name, cost] : drafters_) {
+    if (cost.model_free) {
+      drafters[name] = {{"kind", "model_free"}, {"constant_seconds", cost.constant_seconds}};
+    } else {
+      nlohmann::json d = ForwardToJson(cost.forward);
+      d["kind"] = "model";
+      drafters[name] = d;
+    }
+  }
+  j["drafters"] = drafters;
+  j["rpc_overhead_seconds"] = rpc_file_seconds_;
+  if (!fit_info_.is_null()) j["fit"] = fit_info_;
+  return j;
+}
+
+absl::Status LatencyModel::Save(const std::string& path) const {
+  std::ofstream out(path);
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write '", path, "'"));
+  out << ToJson().dump(2) << "\n";
+  return out ? absl::OkStatus() : absl::DataLossError(absl::StrCat("short write to ", path));
+}
+
+const DrafterCost* LatencyModel::FindDrafter(const std::string& pool) const {
+  auto it = drafters_.find(pool);
+  if (it != drafters_.end()) return &it->second;
+  it = drafters_.find("default");
+  if (it != drafters_.end()) return &it->second;
+  return drafters_.empty() ? nullptr : &drafters_.begin()->second;
+}
+
+double LatencyModel::draft_scale(const std::string& pool) const {
+  auto it = draft_scales_.find(pool);
+  return it == draft_scales_.end() ? 1.0 : it->second;
+}
+
+ForwardCoefficients LatencyModel::EffectiveTarget() const {
+  return {target_.alpha * target_scale_, target_.gamma * target_scale_,
+          target_.delta * target_scale_};
+}
+
+DrafterCost LatencyModel::EffectiveDrafter(const std::string& pool) const {
+  const DrafterCost* raw = FindDrafter(pool);
+  if (raw == nullptr) return DrafterCost{true, {}, 0};
+  const double s = draft_scale(pool);
+  DrafterCost c = *raw;
+  c.forward = {c.forward.alpha * s, c.forward.gamma * s, c.forward.delta * s};
+  c.constant_seconds *= s;
+  return c;
+}
+
+double LatencyModel::TargetSeconds(double n_context, double n_batched) const {
+  return target_scale_ * target_.Predict(n_context, n_batched);
+}
+
+double LatencyModel::RawDraftSeconds(const DrafterCost& cost, absl::Span<const int32_t> ctx,
+                                     absl::Span<const int32_t> k,
+                                     double first_forward_tokens) const {
+  int32_t depth = 0;
+  for (int32_t ki : k) depth = std::max(depth, ki);
+  if (depth == 0) return 0;
+  if (cost.model_free) return cost.constant_seconds;
+  double total = 0;
+  for (int32_t s = 1; s <= depth; ++s) {
+    double n_ctx = 0, n_tok = 0;
+    for (size_t i = 0; i < k.size() && i < ctx.size(); ++i) {
+      if (k[i] >= s) {
+        n_ctx += ctx[i] + s - 1;
+        n_tok += 1;
+      }
+    }
+    if (s == 1 && first_forward_tokens >= 0) n_tok = std::max(n_tok, first_forward_tokens);
+    total += cost.forward.Predict(n_ctx, n_tok);
+  }
+  return total;
+}
+
+double LatencyModel::DraftSeconds(const std::string& pool, absl::Span<const int32_t> ctx,
+                                  absl::Span<const int32_t> k) const {
+  const DrafterCost* raw = FindDrafter(pool);
+  if (raw == nullptr) return 0;
+  return draft_scale(pool) * RawDraftSeconds(*raw, ctx, k);
+}
+
+void LatencyModel::ObserveTarget(double n_context, double n_batched, double observed) {
+  target_scale_ = UpdateScale(target_scale_, target_.Predict(n_context, n_batched), observed);
+}
+
+void LatencyModel::ObserveDraft(const std::string& pool, absl::Span<const int32_t> ctx,
+                                absl::Span<const int32_t> k, double observed,
+                                double first_forward_tokens) {
+  const DrafterCost* raw = FindDrafter(pool);
+  if (raw == nullptr) return;
+  const double scale = draft_scale(pool);
+  draft_scales_[pool] =
+      UpdateScale(scale, RawDraftSeconds(*raw, ctx, k, first_forward_tokens), observed);
+}
+
+void LatencyModel::ObserveRpcOverhead(double seconds_per_rpc) {
+  if (!(seconds_per_rpc >= 0) || !std::isfinite(seconds_per_rpc)) return;
+  rpc_seconds_ = (1 - kScaleEma) * rpc_seconds_ + kScaleEma * seconds_per_rpc;
+}
+
+std::string LatencyModel::Summary() const {
+  std::string s = absl::StrFormat(
+      "%s | target alpha=%.3g gamma=%.3g delta=%.3g (x%.2f) rpc=%.3gs", description_,
+      target_.alpha, target_.gamma, target_.delta, target_scale_, rpc_seconds_);
+  for (const auto& [name, cost] : drafters_) {
+    if (cost.model_free) {
+      absl::StrAppendFormat(&s, " | %s const=%.3gs", name, cost.constant_seconds);
+    } else {
+      absl::StrAppendFormat(&s, " | %s alpha=%.3g gamma=%.3g delta=%.3g (x%.2f)", name,
+                            cost.forward.alpha, cost.forward.gamma, cost.forward.delta,
+                            draft_scale(name));
+    }
+  }
+  return s;
+}
+
+absl::StatusOr<ForwardFit> FitForward(absl::Span<const ForwardSample> samples) {
+  if (samples.size() < 3) return absl::InvalidArgumentError("fit needs at least 3 samples");
+  // Normal equations (X^T X) b = X^T y with columns [n_context, n_batched, 1]; the columns
+  // are rescaled to unit max so the 3x3 solve stays well conditioned.
+  std::array<double, 3> scale = {1, 1, 1};
+  for (const auto& s : samples) {
+    scale[0] = std::max(scale[0], std::abs(s.n_context));
+    scale[1] = std::max(scale[1], std::abs(s.n_batched));
+  }
+  double a[3][4] = {};
+  for (const auto& s : samples) {
+    const double x[3] = {s.n_context / scale[0], s.n_batched / scale[1], 1.0};
+    for (int r = 0; r < 3; ++r) {
+      for (int c = 0; c < 3; ++c) a[r][c] += x[r] * x[c];
+      a[r][3] += x[r] * s.seconds;
+    }
+  }
+  // Gaussian elimination with partial pivoting.
+  for (int col = 0; col < 3; ++col) {
+    int pivot = col;
+    for (int r = col + 1; r < 3; ++r) {
+      if (std::abs(a[r][col]) > std::abs(a[pivot][col])) pivot = r;
+    }
+    if (std::abs(a[pivot][col]) < 1e-12 * samples.size()) {
+      return absl::InvalidArgumentError(
+          "fit is singular: vary both context length and batched tokens in the samples");
+    }
+    for (int c = 0; c < 4; ++c) std::swap(a[col][c], a[pivot][c]);
+    for (int r = 0; r < 3; ++r) {
+      if (r == col) continue;
+      const double f = a[r][col] / a[col][col];
+      for (int c = col; c < 4; ++c) a[r][c] -= f * a[col][c];
+    }
+  }
+  ForwardFit fit;
+  fit.coefficients.alpha = a[0][3] / a[0][0] / scale[0];
+  fit.coefficients.gamma = a[1][3] / a[1][1] / scale[1];
+  fit.coefficients.delta = a[2][3] / a[2][2];
+  double mean = 0;
+  for (const auto& s : samples) mean += s.seconds;
+  mean /= samples.size();
+  double ss_res = 0, ss_tot = 0;
+  for (const auto& s : samples) {
+    const double pred = fit.coefficients.Predict(s.n_context, s.n_batched);
+    ss_res += (pred - s.seconds) * (pred - s.seconds);
+    ss_tot += (s.seconds - mean) * (s.seconds - mean);
+    if (s.seconds > 0) {
+      fit.worst_relative_error =
+          std::max(fit.worst_relative_error, std::abs(pred - s.seconds) / s.seconds);
+    }
+  }
+  fit.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : (ss_res == 0 ? 1.0 : 0.0);
+  return fit;
+}
+
+}  // namespace splitspec::router

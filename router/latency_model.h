@@ -1,0 +1,115 @@
+// The router's model of how long a step takes, after SmartSpec:
+//   T_fwd(M, N_context, N_batched) = alpha_M * N_context + gamma_M * N_batched + delta_M
+// per model (target and each drafter pool), a small constant per step for model-free
+// proposers (n-gram), and a constant per RPC. Loaded from / saved to the JSON file that
+// `splitspec profile` writes; an online correction learns from observed step times so that
+// a wrong file degrades gracefully instead of steering the policy wrong forever.
+//
+// Thread-safety: thread-compatible. RouterCore owns one and touches it only from its loop.
+#ifndef SPLITSPEC_ROUTER_LATENCY_MODEL_H_
+#define SPLITSPEC_ROUTER_LATENCY_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "nlohmann/json.hpp"
+
+namespace splitspec::router {
+
+struct ForwardCoefficients {
+  double alpha = 0;  // seconds per context token read from the KV cache
+  double gamma = 0;  // seconds per token fed to the forward
+  double delta = 0;  // seconds per forward (weights, launches)
+  double Predict(double n_context, double n_batched) const {
+    return alpha * n_context + gamma * n_batched + delta;
+  }
+};
+
+struct DrafterCost {
+  bool model_free = false;      // n-gram & co: constant_seconds per step instead of forwards
+  ForwardCoefficients forward;  // for a draft model: one forward per draft depth
+  double constant_seconds = 0;
+};
+
+class LatencyModel {
+ public:
+  LatencyModel();  // the built-in default (the A100 7B / 160M figures of configs/latency)
+
+  static absl::StatusOr<LatencyModel> FromJson(const nlohmann::json& json);
+  static absl::StatusOr<LatencyModel> Load(const std::string& path);
+  nlohmann::json ToJson() const;
+  absl::Status Save(const std::string& path) const;
+
+  void set_target(const ForwardCoefficients& c) { target_ = c; }
+  void set_drafter(const std::string& pool, const DrafterCost& c) { drafters_[pool] = c; }
+  void set_rpc_seconds(double s) { rpc_seconds_ = rpc_file_seconds_ = s; }
+  void set_description(std::string d) { description_ = std::move(d); }
+  const std::string& description() const { return description_; }
+
+  // Coefficients with the online correction applied. A pool without its own entry uses
+  // "default", else the first drafter entry, else a zero-cost model-free drafter.
+  ForwardCoefficients EffectiveTarget() const;
+  DrafterCost EffectiveDrafter(const std::string& pool) const;
+  double RpcSeconds() const { return rpc_seconds_; }
+
+  // Corrected predictions.
+  double TargetSeconds(double n_context, double n_batched) const;
+  // Draft time for one Propose call: requests i with context ctx[i] and depth k[i]; a draft
+  // model runs max(k) forwards, request i taking part in the first k[i] of them.
+  double DraftSeconds(const std::string& pool, absl::Span<const int32_t> ctx,
+                      absl::Span<const int32_t> k) const;
+
+  // Online correction: each observation moves a multiplicative scale (EMA, clamped to
+  // [0.1, 10]) towards observed / raw prediction; the RPC overhead is an EMA of what the
+  // step's wall time leaves after the workers' compute.
+  void ObserveTarget(double n_context, double n_batched, double observed_seconds);
+  // `first_forward_tokens`: tokens the drafter's first forward really fed (its catch-up on
+  // newly committed tokens, a whole history for a lazy prefill); predictions assume one per
+  // request, so the correction must not mistake catch-up work for a slow drafter.
+  void ObserveDraft(const std::string& pool, absl::Span<const int32_t> ctx,
+                    absl::Span<const int32_t> k, double observed_seconds,
+                    double first_forward_tokens = -1);
+  void ObserveRpcOverhead(double seconds_per_rpc);
+  double target_scale() const { return target_scale_; }
+  double draft_scale(const std::string& pool) const;
+
+  // Short human-readable summary for GetServerInfo.
+  std::string Summary() const;
+
+ private:
+  const DrafterCost* FindDrafter(const std::string& pool) const;
+  double RawDraftSeconds(const DrafterCost& cost, absl::Span<const int32_t> ctx,
+                         absl::Span<const int32_t> k, double first_forward_tokens = -1) const;
+
+  std::string description_;
+  ForwardCoefficients target_;
+  std::map<std::string, DrafterCost> drafters_;
+  double rpc_file_seconds_ = 0;
+  double rpc_seconds_ = 0;
+  double target_scale_ = 1.0;
+  std::map<std::string, double> draft_scales_;
+  nlohmann::json fit_info_;  // carried through load/save untouched
+};
+
+// Least-squares fit of T = alpha * n_context + gamma * n_batched + delta.
+struct ForwardSample {
+  double n_context = 0;
+  double n_batched = 0;
+  double seconds = 0;
+};
+struct ForwardFit {
+  ForwardCoefficients coefficients;
+  double r2 = 0;                    // coefficient of determination
+  double worst_relative_error = 0;  // max |pred - obs| / obs over the samples
+};
+// INVALID_ARGUMENT with fewer than 3 samples or a singular design (e.g. n_context never
+// varies); coefficients are not forced positive (a negative one tells you the grid is bad).
+absl::StatusOr<ForwardFit> FitForward(absl::Span<const ForwardSample> samples);
+
+}  // namespace splitspec::router
+
+#endif  // SPLITSPEC_ROUTER_LATENCY_MODEL_H_

@@ -1,0 +1,175 @@
+// splitspec-router: the public Generate service over a verifier and drafter pools.
+//   splitspec-router --verifier ADDR --drafter [NAME=]ADDR [--drafter ...] --port P
+//                    --policy none|static:K|smartspec|... [--policy-config FILE]
+// Other flags: --host (127.0.0.1), --tokenizer PATH (default: tokenizer.model in the verifier's
+// model dir; "none" = token ids only), --latency-model FILE, --max-queue (256), --max-running
+// (64), --max-k (8), --default-max-tokens (128), --worker-timeout-seconds (60),
+// --wait-seconds (60: how long to wait for the verifier at start), --drain-seconds (30).
+// Prints "splitspec-router listening on HOST:PORT" once serving (--port 0 picks a free port).
+// SIGTERM/SIGINT: stop accepting, let running requests finish (up to --drain-seconds), exit 0.
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/engine/tokenizer/tokenizer.h"
+#include "common/rpc/flags.h"
+#include "common/rpc/server.h"
+#include "common/rpc/worker_clients.h"
+#include "router/clock.h"
+#include "router/latency_model.h"
+#include "router/policy.h"
+#include "router/router_core.h"
+#include "router/service/grpc_workers.h"
+#include "router/service/router_service.h"
+
+namespace {
+
+using namespace splitspec;  // NOLINT: a main over many of our namespaces
+
+constexpr char kUsage[] =
+    "usage: splitspec-router --verifier ADDR [--drafter [NAME=]ADDR ...] [--port P] [--host H]\n"
+    "       [--policy none|static:K|smartspec|sglang-tiers|analytical|fsm|cache-fsm] [--policy-config FILE]\n"
+    "       [--tokenizer PATH|none] [--latency-model FILE] [--max-queue N] [--max-running N] [--max-k K]\n"
+    "       [--default-max-tokens N] [--worker-timeout-seconds S] [--wait-seconds S] [--drain-seconds S]\n";
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
+  return 2;
+}
+
+int Die(const std::string& what, const absl::Status& status) {
+  std::fprintf(stderr, "error: %s: %s\n", what.c_str(), std::string(status.message()).c_str());
+  return 1;
+}
+
+int Run(const rpc::Flags& flags) {
+  const std::string verifier_address = flags.GetString("verifier");
+  const std::vector<std::string> drafter_flags = flags.GetAll("drafter");
+  const std::string host = flags.GetString("host", "127.0.0.1");
+  const std::string policy_name = flags.GetString("policy", "none");
+  const std::string policy_config_path = flags.GetString("policy-config");
+  const std::string latency_path = flags.GetString("latency-model");
+  std::string tokenizer_path = flags.GetString("tokenizer");
+  auto port = flags.GetInt("port", 50050);
+  auto max_queue = flags.GetInt("max-queue", 256);
+  auto max_running = flags.GetInt("max-running", 64);
+  auto max_k = flags.GetInt("max-k", 8);
+  auto default_max_tokens = flags.GetInt("default-max-tokens", 128);
+  auto worker_timeout = flags.GetDouble("worker-timeout-seconds", 60);
+  auto wait = flags.GetDouble("wait-seconds", 60);
+  auto drain = flags.GetDouble("drain-seconds", 30);
+  for (const absl::Status& s : {port.status(), max_queue.status(), max_running.status(), max_k.status(),
+                                default_max_tokens.status(), worker_timeout.status(), wait.status(),
+                                drain.status(), flags.CheckAllUsed()}) {
+    if (!s.ok()) return Fail(s);
+  }
+  if (verifier_address.empty()) return Fail(absl::InvalidArgumentError("--verifier ADDR is required"));
+
+  // Workers. The verifier must be up (its KV size drives admission); drafters may come later.
+  router::GrpcVerifier verifier(verifier_address, absl::Seconds(*worker_timeout));
+  if (absl::Status s = rpc::WaitForHealthy(verifier_address, absl::Seconds(*wait)); !s.ok()) {
+    return Die("verifier " + verifier_address, s);
+  }
+  std::vector<std::unique_ptr<router::GrpcDrafter>> drafters;
+  router::DrafterPools pools;
+  for (size_t i = 0; i < drafter_flags.size(); ++i) {
+    const std::string& flag = drafter_flags[i];
+    const size_t eq = flag.find('=');
+    std::string name = eq == std::string::npos ? (drafter_flags.size() == 1 ? "default" : absl::StrCat("d", i))
+                                               : flag.substr(0, eq);
+    const std::string address = eq == std::string::npos ? flag : flag.substr(eq + 1);
+    if (name.empty() || address.empty() || pools.count(name)) {
+      return Fail(absl::InvalidArgumentError("bad or repeated --drafter '" + flag + "'"));
+    }
+    drafters.push_back(std::make_unique<router::GrpcDrafter>(address, absl::Seconds(*worker_timeout)));
+    pools[name] = drafters.back().get();
+  }
+
+  // Tokenizer: text prompts, text deltas, stop strings and the EOS id.
+  std::unique_ptr<engine::Tokenizer> tokenizer;
+  if (tokenizer_path.empty()) {
+    auto model_dir = verifier.ModelDir();
+    if (!model_dir.ok()) return Die("asking the verifier for its model dir", model_dir.status());
+    tokenizer_path = *model_dir + "/tokenizer.model";
+  }
+  if (tokenizer_path != "none") {
+    auto loaded = engine::Tokenizer::LoadFromFile(tokenizer_path);
+    if (!loaded.ok()) return Die("loading tokenizer " + tokenizer_path + " (use --tokenizer)", loaded.status());
+    tokenizer = std::move(*loaded);
+  }
+
+  nlohmann::json policy_config = nlohmann::json::object();
+  if (!policy_config_path.empty()) {
+    auto loaded = router::LoadJsonFile(policy_config_path);
+    if (!loaded.ok()) return Die("policy config", loaded.status());
+    policy_config = *loaded;
+  }
+  auto policy = router::MakePolicy(policy_name, policy_config);
+  if (!policy.ok()) return Fail(policy.status());
+  auto acceptance = router::ParseAcceptanceConfig(policy_config);
+  if (!acceptance.ok()) return Die("policy config", acceptance.status());
+  router::LatencyModel latency;
+  if (!latency_path.empty()) {
+    auto loaded = router::LatencyModel::Load(latency_path);
+    if (!loaded.ok()) return Die("latency model", loaded.status());
+    latency = *loaded;
+  }
+
+  router::RouterOptions options;
+  options.max_queue = *max_queue;
+  options.max_running = *max_running;
+  options.max_k = *max_k;
+  options.acceptance = *acceptance;
+  if (tokenizer != nullptr) {
+    options.eos_token_id = tokenizer->eos_id();
+    const engine::Tokenizer* tok = tokenizer.get();
+    options.detokenize = [tok](absl::Span<const int32_t> ids) {
+      return tok->Decode(std::vector<int32_t>(ids.begin(), ids.end()));
+    };
+  }
+  router::SteadyClock clock;
+  router::RouterCore core(options, &verifier, pools, std::move(*policy), latency, &clock);
+  if (absl::Status s = core.Init(); !s.ok()) return Die("router init", s);
+  auto verifier_info = verifier.Info();
+  if (!verifier_info.ok()) return Die("verifier info", verifier_info.status());
+
+  router::RouterServiceOptions service_options;
+  service_options.default_max_tokens = *default_max_tokens;
+  service_options.model_name = verifier_info->model_name;
+  service_options.vocab_size = verifier_info->vocab_size;
+  router::RouterService service(&core, tokenizer.get(), service_options);
+  router::RouterLoop loop(&core);
+  loop.Start();
+
+  rpc::ServerOptions server_options;
+  server_options.address = rpc::JoinHostPort(host, *port);
+  // Running requests were already drained by the loop; this only bounds stragglers.
+  server_options.drain_timeout = absl::Seconds(2);
+  auto server = rpc::Server::Start(server_options, {&service}, {"splitspec.v1.Router"});
+  if (!server.ok()) {
+    loop.Drain(absl::ZeroDuration());
+    return Die("starting the server", server.status());
+  }
+  std::printf("splitspec-router listening on %s (policy %s, %zu drafter pool(s))\n", (*server)->address().c_str(),
+              policy_name.c_str(), pools.size());
+  std::fflush(stdout);
+  const int signal_number = rpc::WaitForTerminationSignal();
+  std::fprintf(stderr, "splitspec-router: signal %d, draining\n", signal_number);
+  loop.Drain(absl::Seconds(*drain));
+  (*server)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before any thread exists, so every gRPC thread inherits the blocked mask.
+  splitspec::rpc::BlockTerminationSignals();
+  auto flags = splitspec::rpc::Flags::Parse(argc, argv, {});
+  if (!flags.ok()) return Fail(flags.status());
+  return Run(*flags);
+}

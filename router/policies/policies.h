@@ -1,0 +1,168 @@
+// The concrete speculation policies (one small class each; the router only sees
+// SpeculationPolicy). Configs are the JSON objects of `--policy-config`; unknown keys are
+// ignored, wrong types are INVALID_ARGUMENT from MakePolicy.
+#ifndef SPLITSPEC_ROUTER_POLICIES_POLICIES_H_
+#define SPLITSPEC_ROUTER_POLICIES_POLICIES_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "router/policy.h"
+
+namespace splitspec::router {
+
+// `none`: always k = 0.
+class NonePolicy : public SpeculationPolicy {
+ public:
+  std::string Name() const override { return "none"; }
+  std::vector<int32_t> Decide(const PolicyInput& input) override;
+  nlohmann::json Describe() const override { return {{"k", 0}}; }
+};
+
+// `static:K`: a chain of K for every speculative request.
+class StaticPolicy : public SpeculationPolicy {
+ public:
+  explicit StaticPolicy(int32_t k) : k_(k) {}
+  std::string Name() const override { return "static:" + std::to_string(k_); }
+  std::vector<int32_t> Decide(const PolicyInput& input) override;
+  nlohmann::json Describe() const override { return {{"k", k_}}; }
+
+ private:
+  int32_t k_;
+};
+
+// `smartspec`: maximise estimated goodput (router/goodput.h) each step.
+// Config: {"granularity": "batch" | "request" (default batch), "max_k": V (default 8),
+//          "prefill_disable_threshold": 0.7, "prefill_window": 32}
+// Prefill disabling: when, in more than the threshold of the last `prefill_window` steps,
+// goodput would have proposed nothing even with every request of the batch speculative
+// (pool estimates), new requests are admitted non-speculative. Judging the counterfactual
+// batch, not the actual one, keeps the switch from locking itself off (see the .cc).
+class SmartSpecPolicy : public SpeculationPolicy {
+ public:
+  struct Config {
+    bool per_request = false;
+    int32_t max_k = 8;
+    double prefill_disable_threshold = 0.7;
+    int32_t prefill_window = 32;
+  };
+  explicit SmartSpecPolicy(Config config) : config_(config) {}
+  std::string Name() const override { return "smartspec"; }
+  std::vector<int32_t> Decide(const PolicyInput& input) override;
+  bool SpeculateNewRequest() override;
+  nlohmann::json Describe() const override;
+  double ZeroFraction() const;
+
+ private:
+  Config config_;
+  std::deque<bool> proposed_nothing_;
+  std::map<int32_t, int64_t> k_histogram_;
+  int64_t disabled_prefills_ = 0;
+};
+
+// `sglang-tiers`: SGLang's adaptive steps. EMA (ema_alpha) of the batch-average number of
+// accepted draft tokens; no decision during the first warmup_batches batches, then one
+// every update_interval batches: move down one tier while ema <= (lower tier - 0.5) +
+// down_hysteresis (0.5 + down_hysteresis when the lower tier is 0), otherwise move up one
+// tier while ema > (current tier - 0.5) + up_hysteresis. That is target ~ round(ema) + 1,
+// clamped to the tiers. A switch decided after a verify applies from the next step on.
+// Config keys and defaults (SGLang's): candidate_steps [1, 3, 7], ema_alpha 0.2,
+// warmup_batches 10, update_interval 5, down_hysteresis -0.25, up_hysteresis 0.0, plus
+// initial_steps (3; snapped to the nearest tier). The EMA starts at initial tier - 1 and is
+// not updated while the tier is 0; from tier 0 a decision probes the next tier up.
+class SglangTiersPolicy : public SpeculationPolicy {
+ public:
+  struct Config {
+    std::vector<int32_t> candidate_steps = {1, 3, 7};
+    double ema_alpha = 0.2;
+    int32_t warmup_batches = 10;
+    int32_t update_interval = 5;
+    double down_hysteresis = -0.25;
+    double up_hysteresis = 0.0;
+    int32_t initial_steps = 3;
+  };
+  explicit SglangTiersPolicy(Config config);
+  std::string Name() const override { return "sglang-tiers"; }
+  std::vector<int32_t> Decide(const PolicyInput& input) override;
+  void Observe(const StepOutcome& outcome) override;
+  nlohmann::json Describe() const override;
+  int32_t active_tier() const { return current_; }
+  double ema_accept_len() const { return ema_; }
+  int64_t batches() const { return batches_; }
+
+ private:
+  void Recompute();
+  Config config_;
+  int32_t current_ = 0;
+  double ema_ = 0;
+  int64_t batches_ = 0;
+  int64_t switches_ = 0;
+};
+
+// `analytical`: on-the-fly window optimisation per request:
+//   gamma* = argmax_{gamma in [0, gamma_max]} (1 - b^(gamma+1)) / ((1 - b)(gamma a_q + b_p(gamma)))
+// b: the request's MLE over its last `history` verifications (capped 0.98), with the pool
+// estimate as a prior worth `prior_weight` trials. a_q and b_p come from the latency model,
+// which the router corrects online from observed step times ("estimated from recent steps"):
+// a_q = one draft forward of the current batch, b_p(gamma) = the target forward of the batch
+// with gamma more tokens + the RPCs. Config: {"gamma_max": 8, "history": 8, "prior_weight": 1}.
+class AnalyticalPolicy : public SpeculationPolicy {
+ public:
+  struct Config {
+    int32_t gamma_max = 8;
+    int32_t history = 8;
+    double prior_weight = 1.0;
+  };
+  explicit AnalyticalPolicy(Config config) : config_(config) {}
+  std::string Name() const override { return "analytical"; }
+  std::vector<int32_t> Decide(const PolicyInput& input) override;
+  void Observe(const StepOutcome& outcome) override;
+  void Forget(spec::RequestId id) override { history_.erase(id); }
+  nlohmann::json Describe() const override;
+
+ private:
+  Config config_;
+  std::map<spec::RequestId, std::deque<Verification>> history_;
+  std::map<int32_t, int64_t> k_histogram_;
+};
+
+// `fsm`: per-request saturating counter: gamma - 1 on any rejection, + 1 when all drafts
+// were accepted, within [0, gamma_max]. `cache-fsm`: + 1 when an accepted draft token is
+// already in the request's token cache (prompt + history), + 1 more when all were accepted,
+// - 1 when none of the accepted tokens is in the cache. A request at gamma 0 would never
+// learn again, so after `probe_after` steps at 0 it probes gamma = 1 once.
+// Config: {"gamma_max": 8, "gamma_init": 3, "probe_after": 8}.
+class FsmPolicy : public SpeculationPolicy {
+ public:
+  struct Config {
+    int32_t gamma_max = 8;
+    int32_t gamma_init = 3;
+    int32_t probe_after = 8;
+    bool use_cache = false;
+  };
+  explicit FsmPolicy(Config config) : config_(config) {}
+  std::string Name() const override { return config_.use_cache ? "cache-fsm" : "fsm"; }
+  std::vector<int32_t> Decide(const PolicyInput& input) override;
+  void Observe(const StepOutcome& outcome) override;
+  void Forget(spec::RequestId id) override { state_.erase(id); }
+  nlohmann::json Describe() const override;
+  int32_t GammaOf(spec::RequestId id) const;
+
+ private:
+  struct State {
+    int32_t gamma = 0;
+    int32_t zero_steps = 0;
+    bool cache_built = false;
+    std::unordered_set<int32_t> cache;
+  };
+  Config config_;
+  std::map<spec::RequestId, State> state_;
+};
+
+}  // namespace splitspec::router
+
+#endif  // SPLITSPEC_ROUTER_POLICIES_POLICIES_H_

@@ -1,0 +1,82 @@
+// Speculation policies: each step the policy assigns every running request a proposal length
+// k (0 = plain decode), then learns from what the verifier accepted. The loop never branches
+// on a policy's name; everything a policy needs comes through PolicyInput / StepOutcome.
+//
+// Thread-safety: thread-compatible. RouterCore calls a policy only from its loop thread.
+#ifndef SPLITSPEC_ROUTER_POLICY_H_
+#define SPLITSPEC_ROUTER_POLICY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/spec/worker_api.h"
+#include "nlohmann/json.hpp"
+#include "router/acceptance.h"
+#include "router/latency_model.h"
+
+namespace splitspec::router {
+
+struct PolicyRequest {
+  spec::RequestId id = 0;
+  int32_t context_tokens = 0;  // committed tokens (what the target reads from KV)
+  int32_t prompt_tokens = 0;
+  bool speculative = true;  // false: the request must get k = 0 (no drafter session)
+  std::string pool;         // drafter pool assigned to it
+  double acceptance = 0;    // its per-request estimate for that pool (global as prior)
+  int32_t max_useful_k = 0;  // the core clamps k to this anyway (remaining tokens, worker max)
+  absl::Span<const int32_t> history;  // prompt + generated tokens (valid during Decide)
+};
+
+struct PolicyInput {
+  std::vector<PolicyRequest> requests;  // running requests in FCFS order
+  int32_t max_k = 0;                    // V: the largest proposal the workers accept
+  const LatencyModel* latency = nullptr;
+  const AcceptanceTracker* acceptance = nullptr;
+};
+
+struct RequestOutcome {
+  spec::RequestId id = 0;
+  std::string pool;
+  int32_t proposed = 0;          // draft tokens actually verified (0 = plain decode)
+  int32_t accepted = 0;          // of those accepted
+  std::vector<int32_t> emitted;  // accepted drafts + the target's token
+};
+
+struct StepOutcome {
+  std::vector<RequestOutcome> requests;
+  double draft_seconds = 0;   // drafters' reported compute, summed over pools
+  double verify_seconds = 0;  // verifier's reported compute
+  double wall_seconds = 0;
+  int32_t max_draft_depth = 0;  // forwards the drafter ran (max k this step)
+};
+
+class SpeculationPolicy {
+ public:
+  virtual ~SpeculationPolicy() = default;
+  virtual std::string Name() const = 0;
+  // One k per input request, same order. Values are clamped by the core afterwards.
+  virtual std::vector<int32_t> Decide(const PolicyInput& input) = 0;
+  virtual void Observe(const StepOutcome& outcome) { (void)outcome; }
+  // Asked once per new request at admission: false marks it non-speculative for its whole
+  // life (SmartSpec's prefill disabling: the drafter never sees it).
+  virtual bool SpeculateNewRequest() { return true; }
+  virtual void Forget(spec::RequestId id) { (void)id; }
+  // Policy-specific state for GetServerInfo (active tier, parameters, ...).
+  virtual nlohmann::json Describe() const = 0;
+};
+
+// Builds a policy from `--policy NAME` and the parsed `--policy-config` JSON (null or {} for
+// defaults). Names: none, static:K, smartspec, sglang-tiers, analytical, fsm, cache-fsm.
+// INVALID_ARGUMENT for an unknown name or a malformed config.
+absl::StatusOr<std::unique_ptr<SpeculationPolicy>> MakePolicy(const std::string& name,
+                                                              const nlohmann::json& config);
+// Reads a JSON config file (INVALID_ARGUMENT / NOT_FOUND with the path in the message).
+absl::StatusOr<nlohmann::json> LoadJsonFile(const std::string& path);
+
+}  // namespace splitspec::router
+
+#endif  // SPLITSPEC_ROUTER_POLICY_H_

@@ -1,0 +1,444 @@
+// RouterCore: submission, cancellation, admission, prefill, bookkeeping and snapshots.
+// The decode step itself lives in router_step.cc.
+#include "router/router_core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "router/router_core_internal.h"
+
+namespace splitspec::router {
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kEos: return "eos";
+    case FinishReason::kStopString: return "stop";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+double StepStats::MeanK() const {
+  if (k.empty()) return 0;
+  double s = 0;
+  for (int32_t x : k) s += x;
+  return s / k.size();
+}
+
+RouterCore::RouterCore(RouterOptions options, VerifierClient* verifier, DrafterPools drafters,
+                       std::unique_ptr<SpeculationPolicy> policy, LatencyModel latency,
+                       const Clock* clock)
+    : options_(std::move(options)),
+      verifier_(verifier),
+      drafters_(std::move(drafters)),
+      policy_(std::move(policy)),
+      latency_(std::move(latency)),
+      clock_(clock),
+      tracker_(options_.acceptance) {
+  for (const auto& [name, client] : drafters_) {
+    if (client != nullptr) pool_names_.push_back(name);
+  }
+}
+
+RouterCore::~RouterCore() = default;
+
+absl::Status RouterCore::Init() {
+  absl::StatusOr<spec::WorkerInfo> info = verifier_->Info();
+  if (!info.ok()) {
+    return absl::Status(info.status().code(),
+                        absl::StrCat("verifier Info failed: ", info.status().message()));
+  }
+  int32_t max_k = std::max(options_.max_k, 0);
+  if (info->max_draft_tokens > 0) max_k = std::min(max_k, info->max_draft_tokens);
+  for (const std::string& name : pool_names_) {
+    absl::StatusOr<spec::WorkerInfo> d = drafters_.at(name)->Info();
+    if (d.ok() && d->max_draft_tokens > 0) max_k = std::min(max_k, d->max_draft_tokens);
+  }
+  MutexLock lock(&mu_);
+  total_blocks_ = info->total_blocks;
+  block_size_ = info->block_size > 0 ? info->block_size : 16;
+  vocab_size_ = info->vocab_size;
+  max_k_ = max_k;
+  initialized_ = true;
+  snapshot_.policy = policy_->Name();
+  snapshot_.policy_state = policy_->Describe();
+  snapshot_.latency_model = latency_.Summary();
+  snapshot_.drafter_pools = pool_names_;
+  snapshot_.total_blocks = total_blocks_;
+  return absl::OkStatus();
+}
+
+int32_t RouterCore::BlocksFor(const GenerateRequest& r) const {
+  const int64_t tokens = static_cast<int64_t>(r.prompt.size()) + r.max_tokens + max_k_ + 1;
+  return static_cast<int32_t>(std::min<int64_t>((tokens + block_size_ - 1) / block_size_,
+                                                INT32_MAX));
+}
+
+absl::StatusOr<RequestId> RouterCore::Submit(GenerateRequest request, EventSink sink) {
+  if (request.prompt.empty()) return absl::InvalidArgumentError("prompt must not be empty");
+  if (request.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be >= 1");
+  if (!request.stop.empty() && !options_.detokenize) {
+    return absl::InvalidArgumentError("stop strings need a detokenizer (none configured)");
+  }
+  for (const std::string& s : request.stop) {
+    if (s.empty()) return absl::InvalidArgumentError("stop strings must not be empty");
+  }
+  const engine::SamplingParams& sp = request.sampling;
+  if (!(sp.temperature >= 0) || !std::isfinite(sp.temperature) || sp.top_k < 0 ||
+      !(sp.top_p > 0 && sp.top_p <= 1)) {
+    return absl::InvalidArgumentError(
+        "sampling: temperature >= 0, top_k >= 0 and top_p in (0, 1] required");
+  }
+  if (!request.drafter.empty() && !drafters_.count(request.drafter)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown drafter pool '", request.drafter, "'"));
+  }
+  MutexLock lock(&mu_);
+  if (!initialized_) return absl::FailedPreconditionError("router core not initialised");
+  if (!accepting_) return absl::UnavailableError("router is shutting down");
+  if (vocab_size_ > 0) {
+    for (int32_t t : request.prompt) {
+      if (t < 0 || t >= vocab_size_) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("prompt token id ", t, " outside the vocabulary [0, ", vocab_size_, ")"));
+      }
+    }
+  }
+  const int32_t blocks = BlocksFor(request);
+  if (blocks > total_blocks_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt (", request.prompt.size(), " tokens) + max_tokens (", request.max_tokens,
+        ") needs ", blocks, " KV blocks; the verifier has ", total_blocks_));
+  }
+  if (static_cast<int32_t>(waiting_.size()) >= options_.max_queue) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("request queue is full (", options_.max_queue, " waiting)"));
+  }
+  const RequestId id = next_id_++;
+  waiting_.push_back(Waiting{id, std::move(request), std::move(sink), blocks});
+  live_.insert(id);
+  work_cv_.NotifyAll();
+  return id;
+}
+
+absl::Status RouterCore::Cancel(RequestId id) {
+  MutexLock lock(&mu_);
+  if (!live_.count(id)) return absl::NotFoundError(absl::StrCat("no live request ", id));
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if (it->id == id) {
+      cancelled_waiting_.push_back(std::move(*it));
+      waiting_.erase(it);
+      live_.erase(id);
+      work_cv_.NotifyAll();
+      return absl::OkStatus();
+    }
+  }
+  cancels_.push_back(id);
+  work_cv_.NotifyAll();
+  return absl::OkStatus();
+}
+
+bool RouterCore::HasWorkLocked() const {
+  return !waiting_.empty() || !cancels_.empty() || !cancelled_waiting_.empty() ||
+         running_count_ > 0;
+}
+
+bool RouterCore::WaitForWork(absl::Duration timeout) {
+  MutexLock lock(&mu_);
+  return work_cv_.WaitFor(&mu_, absl::ToChronoNanoseconds(timeout),
+                          [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return HasWorkLocked(); });
+}
+
+void RouterCore::StopAccepting() {
+  MutexLock lock(&mu_);
+  accepting_ = false;
+}
+
+bool RouterCore::Idle() const {
+  MutexLock lock(&mu_);
+  return !HasWorkLocked();
+}
+
+bool RouterCore::RunStep() {
+  std::vector<RequestId> cancels;
+  std::vector<Waiting> admitted, dropped;
+  std::vector<Waiting> refused;  // can never fit any more (the verifier shrank)
+  {
+    MutexLock lock(&mu_);
+    if (!initialized_) return false;
+    cancels.swap(cancels_);
+    dropped.swap(cancelled_waiting_);
+    while (!waiting_.empty() &&
+           running_count_ + static_cast<int32_t>(admitted.size()) < options_.max_running) {
+      Waiting& w = waiting_.front();
+      if (w.blocks > total_blocks_) {
+        live_.erase(w.id);
+        refused.push_back(std::move(w));
+        waiting_.pop_front();
+        continue;
+      }
+      if (reserved_blocks_ + w.blocks > total_blocks_) break;  // FCFS: the head waits
+      reserved_blocks_ += w.blocks;
+      admitted.push_back(std::move(w));
+      waiting_.pop_front();
+    }
+    running_count_ += static_cast<int32_t>(admitted.size());
+  }
+  const bool did_work = !cancels.empty() || !admitted.empty() || !dropped.empty() ||
+                        !refused.empty() || !running_.empty();
+  for (Waiting& w : dropped) {
+    StreamEvent e;
+    e.id = w.id;
+    e.finished = true;
+    e.finish_reason = FinishReason::kCancelled;
+    e.status = absl::CancelledError("cancelled by the client");
+    e.usage.prompt_tokens = static_cast<int32_t>(w.request.prompt.size());
+    if (w.sink) w.sink(e);
+  }
+  for (Waiting& w : refused) {
+    StreamEvent e;
+    e.id = w.id;
+    e.finished = true;
+    e.finish_reason = FinishReason::kError;
+    e.status = absl::ResourceExhaustedError("the verifier's KV cache shrank below this request");
+    e.usage.prompt_tokens = static_cast<int32_t>(w.request.prompt.size());
+    if (w.sink) w.sink(e);
+  }
+  for (RequestId id : cancels) {
+    for (auto& r : running_) {
+      if (r->id != id || r->finished) continue;
+      StreamEvent e;
+      Finish(*r, FinishReason::kCancelled, absl::CancelledError("cancelled by the client"), &e);
+      Emit(*r, e);
+    }
+  }
+  StepStats stats;
+  stats.step = steps_;
+  if (!admitted.empty()) PrefillAdmitted(std::move(admitted), &stats);
+  const bool decoded = DecodeStep(&stats);
+  ReleaseAndReap();
+  UpdateSnapshot(decoded ? &stats : nullptr);
+  return did_work;
+}
+
+void RouterCore::PrefillAdmitted(std::vector<Waiting> admitted, StepStats* stats) {
+  std::vector<spec::PrefillItem> items;
+  std::vector<std::unique_ptr<Active>> fresh;
+  int32_t max_k;
+  {
+    MutexLock lock(&mu_);
+    max_k = max_k_;
+  }
+  for (Waiting& w : admitted) {
+    auto r = std::make_unique<Active>();
+    r->id = w.id;
+    r->blocks = w.blocks;
+    r->sink = std::move(w.sink);
+    r->request = std::move(w.request);
+    r->history = r->request.prompt;
+    r->prompt_len = static_cast<int32_t>(r->history.size());
+    r->usage.prompt_tokens = r->prompt_len;
+    for (const std::string& s : r->request.stop) r->max_stop_len = std::max(r->max_stop_len, s.size());
+    items.push_back(spec::PrefillItem{r->id, r->request.prompt, r->request.sampling});
+    fresh.push_back(std::move(r));
+  }
+  const double t0 = clock_->NowSeconds();
+  absl::StatusOr<std::vector<spec::PrefillResult>> results = verifier_->Prefill(items);
+  stats->prefill_seconds = clock_->NowSeconds() - t0;
+  stats->prefills = static_cast<int32_t>(fresh.size());
+  std::map<RequestId, int32_t> first;
+  if (results.ok()) {
+    for (const spec::PrefillResult& p : *results) first[p.id] = p.next_token;
+  }
+  int32_t vocab;
+  {
+    MutexLock lock(&mu_);
+    vocab = vocab_size_;
+  }
+  for (auto& r : fresh) {
+    r->prefilled = true;  // a session may exist even when the call failed: release it
+    StreamEvent e;
+    auto it = first.find(r->id);
+    if (!results.ok()) {
+      Finish(*r, FinishReason::kError,
+             absl::UnavailableError(absl::StrCat("verifier prefill failed: ",
+                                                 results.status().message())),
+             &e);
+    } else if (it == first.end() || it->second < 0 || (vocab > 0 && it->second >= vocab)) {
+      Finish(*r, FinishReason::kError,
+             absl::InternalError("verifier prefill returned no valid token for the request"), &e);
+    } else {
+      r->usage.steps = 1;
+      if (!pool_names_.empty()) {
+        r->speculative = policy_->SpeculateNewRequest();
+        if (!r->request.drafter.empty()) {
+          r->pool = r->request.drafter;
+        } else {
+          r->pool = ChoosePoolForNewRequest(pool_names_, r->prompt_len, max_k, tracker_,
+                                            latency_, options_.pool_selection);
+        }
+      }
+      const int32_t token = it->second;
+      AppendTokens(*r, absl::MakeConstSpan(&token, 1), &e);
+    }
+    Emit(*r, e);
+    running_.push_back(std::move(r));
+  }
+}
+
+void RouterCore::AppendTokens(Active& r, absl::Span<const int32_t> tokens, StreamEvent* event) {
+  for (int32_t t : tokens) {
+    if (r.finished) return;
+    r.history.push_back(t);
+    ++r.usage.completion_tokens;
+    if (!r.request.ignore_eos && options_.eos_token_id >= 0 && t == options_.eos_token_id) {
+      Finish(r, FinishReason::kEos, absl::OkStatus(), event);
+      return;
+    }
+    event->tokens.push_back(t);
+    if (!r.request.stop.empty()) {
+      const std::string text = options_.detokenize(
+          absl::MakeConstSpan(r.history).subspan(static_cast<size_t>(r.prompt_len)));
+      // Only text that changed can hold a new match: scan from just before the old end.
+      const size_t from = r.text_len > r.max_stop_len ? r.text_len - r.max_stop_len : 0;
+      r.text_len = text.size();
+      for (const std::string& s : r.request.stop) {
+        if (text.find(s, std::min(from, text.size())) != std::string::npos) {
+          event->matched_stop = s;
+          Finish(r, FinishReason::kStopString, absl::OkStatus(), event);
+          return;
+        }
+      }
+    }
+    if (r.usage.completion_tokens >= r.request.max_tokens) {
+      Finish(r, FinishReason::kLength, absl::OkStatus(), event);
+      return;
+    }
+  }
+}
+
+void RouterCore::Finish(Active& r, FinishReason reason, absl::Status status, StreamEvent* event) {
+  if (r.finished) return;
+  r.finished = true;
+  event->finished = true;
+  event->finish_reason = reason;
+  event->status = std::move(status);
+  if (r.prefilled) verifier_releases_.push_back(r.id);
+  for (const auto& [pool, known] : r.known) drafter_releases_[pool].push_back(r.id);
+  r.known.clear();
+  tracker_.Forget(r.id);
+  policy_->Forget(r.id);
+  ++completed_;
+}
+
+void RouterCore::Emit(Active& r, StreamEvent& event) {
+  if (event.tokens.empty() && !event.finished) return;
+  event.id = r.id;
+  event.usage = r.usage;
+  if (r.sink) r.sink(event);
+}
+
+void RouterCore::ReleaseAndReap() {
+  if (!verifier_releases_.empty()) {
+    (void)verifier_->Release(verifier_releases_);  // best effort: a dead worker lost them
+    verifier_releases_.clear();
+  }
+  for (auto& [pool, ids] : drafter_releases_) {
+    if (ids.empty()) continue;
+    auto it = drafters_.find(pool);
+    if (it != drafters_.end() && it->second != nullptr) (void)it->second->Release(ids);
+    ids.clear();
+  }
+  int32_t freed_blocks = 0, removed = 0;
+  std::vector<RequestId> gone;
+  for (auto& r : running_) {
+    if (!r->finished) continue;
+    freed_blocks += r->blocks;
+    ++removed;
+    gone.push_back(r->id);
+  }
+  if (removed == 0) return;
+  running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                [](const std::unique_ptr<Active>& r) { return r->finished; }),
+                 running_.end());
+  MutexLock lock(&mu_);
+  reserved_blocks_ -= freed_blocks;
+  running_count_ -= removed;
+  for (RequestId id : gone) live_.erase(id);
+}
+
+void RouterCore::AbortAll(const absl::Status& status) {
+  std::deque<Waiting> waiting;
+  {
+    MutexLock lock(&mu_);
+    waiting.swap(waiting_);
+    for (const Waiting& w : waiting) live_.erase(w.id);
+  }
+  for (Waiting& w : waiting) {
+    StreamEvent e;
+    e.id = w.id;
+    e.finished = true;
+    e.finish_reason = FinishReason::kError;
+    e.status = status;
+    e.usage.prompt_tokens = static_cast<int32_t>(w.request.prompt.size());
+    if (w.sink) w.sink(e);
+  }
+  for (auto& r : running_) {
+    if (r->finished) continue;
+    StreamEvent e;
+    Finish(*r, FinishReason::kError, status, &e);
+    Emit(*r, e);
+  }
+  ReleaseAndReap();
+  UpdateSnapshot(nullptr);
+}
+
+void RouterCore::UpdateSnapshot(const StepStats* stats) {
+  const bool refresh = stats == nullptr || options_.snapshot_every_steps <= 1 ||
+                       steps_ % options_.snapshot_every_steps == 0 || running_.empty();
+  nlohmann::json state;
+  if (refresh) state = policy_->Describe();
+  MutexLock lock(&mu_);
+  if (stats != nullptr) {
+    overheads_.push_back(stats->overhead_seconds);
+    while (overheads_.size() > 4096) overheads_.pop_front();
+  }
+  snapshot_.running = running_count_;
+  snapshot_.steps = steps_;
+  snapshot_.completed = completed_;
+  snapshot_.reserved_blocks = reserved_blocks_;
+  snapshot_.total_blocks = total_blocks_;
+  if (!refresh) return;
+  snapshot_.policy_state = std::move(state);
+  snapshot_.mean_accept_length = tracker_.MeanAcceptLength();
+  snapshot_.mean_accept_length_by_pool = tracker_.MeanAcceptLengthByPool();
+  snapshot_.acceptance_estimate = tracker_.Global();
+  snapshot_.acceptance_by_pool.clear();
+  for (const std::string& p : pool_names_) snapshot_.acceptance_by_pool[p] = tracker_.Pool(p);
+  snapshot_.k_histogram = k_histogram_;
+  snapshot_.latency_model = latency_.Summary();
+}
+
+ServerInfo RouterCore::Snapshot() const {
+  MutexLock lock(&mu_);
+  ServerInfo info = snapshot_;
+  info.queue_depth = static_cast<int32_t>(waiting_.size());
+  if (!overheads_.empty()) {
+    std::vector<double> v(overheads_.begin(), overheads_.end());
+    auto pct = [&v](double q) {
+      const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5));
+      std::nth_element(v.begin(), v.begin() + i, v.end());
+      return v[i] * 1e6;
+    };
+    info.overhead_p50_us = pct(0.5);
+    info.overhead_p99_us = pct(0.99);
+  }
+  return info;
+}
+
+}  // namespace splitspec::router

@@ -1,0 +1,201 @@
+// RouterCore: the router's scheduler, free of gRPC. It owns the request queue, continuous
+// step-level batching, KV admission, the speculation policy, acceptance estimators, latency
+// model and every request's token history, and talks to workers through worker_clients.h.
+//
+// One step (RunStep):
+//  1. take cancellations; admit waiting requests FCFS while their KV reservation fits;
+//  2. prefill the admitted ones on the verifier (the drafter catches up lazily: its first
+//     Propose carries known_length = 0 and the whole history);
+//  3. pick each request's drafter pool, ask the policy for k per request, clamp it;
+//  4. Drafter.Propose per pool for the requests with k > 0 (a failed call = k 0 this step);
+//  5. Verifier.Verify for the whole batch; append tokens, check stop conditions, stream;
+//  6. feed estimators, latency-model correction and the policy; release finished sessions.
+//
+// KV admission (why it is safe): a request reserves ceil((prompt + max_tokens + max_k + 1) /
+// block_size) verifier blocks when admitted and keeps them until it finishes, so a running
+// request can never run out of KV: no preemption and no mid-generation failure. The price is
+// admitting fewer requests than grow-as-you-go would. A request that could never fit is
+// refused at Submit (INVALID_ARGUMENT). The drafter's KV is not reserved: if a drafter runs
+// out, its Propose fails and those requests just decode with k = 0.
+//
+// Thread-safety: Submit, Cancel, Snapshot, StopAccepting, Idle and WaitForWork are
+// thread-safe. Init and RunStep must be called from one thread (the step loop), never
+// concurrently with each other. Worker clients, the policy and the estimators are only
+// touched by that thread. Event sinks run on it, with no lock held.
+#ifndef SPLITSPEC_ROUTER_ROUTER_CORE_H_
+#define SPLITSPEC_ROUTER_ROUTER_CORE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "nlohmann/json.hpp"
+#include "router/acceptance.h"
+#include "router/clock.h"
+#include "router/latency_model.h"
+#include "router/mutex.h"
+#include "router/policy.h"
+#include "router/pool_selector.h"
+#include "router/request_types.h"
+#include "router/worker_clients.h"
+
+namespace splitspec::router {
+
+// What happened in one decode step (for the simulator, metrics and tests).
+struct StepStats {
+  int64_t step = 0;
+  int32_t batch_size = 0;
+  int32_t prefills = 0;           // requests prefilled just before this step
+  std::vector<int32_t> k;         // per request, the k sent to the drafter (after clamping)
+  int32_t drafted_tokens = 0;     // draft tokens actually verified
+  int32_t accepted_tokens = 0;
+  int32_t emitted_tokens = 0;
+  double schedule_seconds = 0;    // admission + pool choice + policy
+  double prefill_seconds = 0;     // wall time of the Prefill call (0 without one)
+  double draft_seconds = 0;       // drafters' reported compute
+  double verify_seconds = 0;      // verifier's reported compute
+  double wall_seconds = 0;        // the decode step, scheduling to bookkeeping
+  double overhead_seconds = 0;    // wall - max(draft, verify compute)
+  double MeanK() const;
+};
+
+struct ServerInfo {
+  std::string policy;
+  nlohmann::json policy_state;  // active tier, k histogram, ... (policy-specific)
+  double mean_accept_length = 0;  // tokens per speculated request-step, bonus included
+  std::map<std::string, double> mean_accept_length_by_pool;
+  double acceptance_estimate = 0;
+  std::map<std::string, double> acceptance_by_pool;
+  int32_t queue_depth = 0;
+  int32_t running = 0;
+  int64_t steps = 0;
+  int64_t completed = 0;
+  std::map<int32_t, int64_t> k_histogram;  // chosen k per request-step, lifetime
+  std::string latency_model;
+  double overhead_p50_us = 0;
+  double overhead_p99_us = 0;
+  int32_t total_blocks = 0;
+  int32_t reserved_blocks = 0;
+  std::vector<std::string> drafter_pools;
+};
+
+struct RouterOptions {
+  int32_t max_queue = 256;    // waiting requests; Submit beyond it: RESOURCE_EXHAUSTED
+  int32_t max_running = 64;   // batch size cap
+  int32_t max_k = 8;          // V; further capped by the workers' max_draft_tokens
+  int32_t eos_token_id = -1;  // < 0: none
+  // Needed for stop strings: the text of a span of generated token ids.
+  std::function<std::string(absl::Span<const int32_t>)> detokenize;
+  AcceptanceConfig acceptance;
+  PoolSelectionConfig pool_selection;
+  // Called on the loop thread after every decode step.
+  std::function<void(const StepStats&)> step_observer;
+  // Refresh the expensive parts of the snapshot (policy state, estimates) every N steps
+  // (and whenever the batch empties); the simulator raises it to stay fast.
+  int32_t snapshot_every_steps = 1;
+};
+
+class RouterCore {
+ public:
+  // Workers, pools and the clock are not owned and must outlive the core.
+  RouterCore(RouterOptions options, VerifierClient* verifier, DrafterPools drafters,
+             std::unique_ptr<SpeculationPolicy> policy, LatencyModel latency,
+             const Clock* clock);
+  ~RouterCore();
+  RouterCore(const RouterCore&) = delete;
+  RouterCore& operator=(const RouterCore&) = delete;
+
+  // Reads the workers' Info (KV blocks, block size, vocab, max draft tokens). Must succeed
+  // before Submit accepts anything; an unreachable drafter only disables that pool's cap.
+  absl::Status Init();
+
+  // Queues a request. INVALID_ARGUMENT for a bad request (empty prompt, token out of vocab,
+  // max_tokens < 1, stop strings without a detokenizer, never fits the KV cache),
+  // RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE after StopAccepting,
+  // FAILED_PRECONDITION before Init.
+  absl::StatusOr<RequestId> Submit(GenerateRequest request, EventSink sink);
+  // Cancels a queued or running request: it gets a final kCancelled event and its worker
+  // sessions are released at the next step. NOT_FOUND when it is unknown or finished.
+  absl::Status Cancel(RequestId id);
+
+  // One step of the loop (see the file comment). Returns false when there was nothing to do.
+  bool RunStep();
+  // Blocks until there is work or `timeout` passes; true if there is work.
+  bool WaitForWork(absl::Duration timeout);
+  // New Submits get UNAVAILABLE; queued and running requests still complete (drain).
+  void StopAccepting();
+  // Finishes every queued and running request with `status` (kError) at once; for shutdown
+  // after a drain timed out. Loop thread only.
+  void AbortAll(const absl::Status& status);
+  bool Idle() const;
+
+  ServerInfo Snapshot() const;
+
+ private:
+  struct Active;
+  struct Waiting {
+    RequestId id = 0;
+    GenerateRequest request;
+    EventSink sink;
+    int32_t blocks = 0;
+  };
+
+  int32_t BlocksFor(const GenerateRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PrefillAdmitted(std::vector<Waiting> admitted, StepStats* stats);
+  bool DecodeStep(StepStats* stats);  // false when no request was ready to decode
+  bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends tokens one by one, stopping at the first stop condition.
+  void AppendTokens(Active& r, absl::Span<const int32_t> tokens, StreamEvent* event);
+  void Finish(Active& r, FinishReason reason, absl::Status status, StreamEvent* event);
+  void Emit(Active& r, StreamEvent& event);
+  void ReleaseAndReap();
+  void UpdateSnapshot(const StepStats* stats);
+
+  const RouterOptions options_;
+  VerifierClient* const verifier_;
+  const DrafterPools drafters_;
+  std::vector<std::string> pool_names_;
+  std::unique_ptr<SpeculationPolicy> policy_;
+  LatencyModel latency_;
+  const Clock* const clock_;
+  AcceptanceTracker tracker_;
+
+  mutable Mutex mu_;
+  CondVar work_cv_;  // signalled when waiting_/cancels_ gain entries
+  std::deque<Waiting> waiting_ ABSL_GUARDED_BY(mu_);
+  std::vector<RequestId> cancels_ ABSL_GUARDED_BY(mu_);
+  std::vector<Waiting> cancelled_waiting_ ABSL_GUARDED_BY(mu_);
+  std::set<RequestId> live_ ABSL_GUARDED_BY(mu_);
+  RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool initialized_ ABSL_GUARDED_BY(mu_) = false;
+  bool accepting_ ABSL_GUARDED_BY(mu_) = true;
+  int32_t running_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t total_blocks_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t block_size_ ABSL_GUARDED_BY(mu_) = 16;
+  int32_t vocab_size_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t reserved_blocks_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t max_k_ ABSL_GUARDED_BY(mu_) = 0;
+  ServerInfo snapshot_ ABSL_GUARDED_BY(mu_);
+  std::deque<double> overheads_ ABSL_GUARDED_BY(mu_);
+
+  // Loop-thread state.
+  std::vector<std::unique_ptr<Active>> running_;
+  int64_t steps_ = 0;
+  int64_t completed_ = 0;
+  std::map<int32_t, int64_t> k_histogram_;
+  std::vector<RequestId> verifier_releases_;
+  std::map<std::string, std::vector<RequestId>> drafter_releases_;
+};
+
+}  // namespace splitspec::router
+
+#endif  // SPLITSPEC_ROUTER_ROUTER_CORE_H_

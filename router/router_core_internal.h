@@ -1,0 +1,35 @@
+// RouterCore's per-request state, shared by router_core.cc and router_step.cc only.
+#ifndef SPLITSPEC_ROUTER_ROUTER_CORE_INTERNAL_H_
+#define SPLITSPEC_ROUTER_ROUTER_CORE_INTERNAL_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "router/router_core.h"
+
+namespace splitspec::router {
+
+struct RouterCore::Active {
+  RequestId id = 0;
+  GenerateRequest request;
+  EventSink sink;
+  int32_t blocks = 0;                 // KV blocks reserved on the verifier
+  std::vector<int32_t> history;       // prompt + generated; the last one is "pending"
+  int32_t prompt_len = 0;
+  bool prefilled = false;             // has (or may have) a verifier session
+  bool speculative = false;           // false: never drafted (prefill disabling / no pools)
+  bool finished = false;
+  std::string pool;                   // drafter pool in use
+  // Per pool with a (possible) drafter session: committed tokens it has seen. 0 forces a
+  // full resend, which the drafter treats as a fresh start.
+  std::map<std::string, int32_t> known;
+  Usage usage;
+  size_t max_stop_len = 0;
+  size_t text_len = 0;                // detokenized completion length at the last check
+};
+
+}  // namespace splitspec::router
+
+#endif  // SPLITSPEC_ROUTER_ROUTER_CORE_INTERNAL_H_

@@ -1,0 +1,59 @@
+// The router core's worker interfaces (router/worker_clients.h) over gRPC: thin wrappers of
+// the clients in common/rpc/worker_clients.h.
+//
+// Thread-safety: as the interfaces require (the core calls them from its loop thread); the
+// underlying stubs are thread-safe anyway.
+#ifndef SPLITSPEC_ROUTER_SERVICE_GRPC_WORKERS_H_
+#define SPLITSPEC_ROUTER_SERVICE_GRPC_WORKERS_H_
+
+#include <string>
+#include <vector>
+
+#include "common/rpc/worker_clients.h"
+#include "router/worker_clients.h"
+
+namespace splitspec::router {
+
+class GrpcDrafter : public DrafterClient {
+ public:
+  // A drafter that is down fails its calls fast (no wait-for-ready), which the core turns into
+  // k = 0 for that step; the channel reconnects in the background.
+  GrpcDrafter(const std::string& address, absl::Duration timeout)
+      : address_(address), client_(rpc::MakeChannel(address), timeout) {}
+
+  absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items) override {
+    return client_.Propose(items);
+  }
+  absl::Status Release(const std::vector<spec::RequestId>& ids) override { return client_.Release(ids); }
+  absl::StatusOr<spec::WorkerInfo> Info() override { return client_.GetInfo(); }
+  const std::string& address() const { return address_; }
+
+ private:
+  std::string address_;
+  rpc::DrafterClient client_;
+};
+
+class GrpcVerifier : public VerifierClient {
+ public:
+  GrpcVerifier(const std::string& address, absl::Duration timeout)
+      : address_(address), client_(rpc::MakeChannel(address), timeout) {}
+
+  absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(const std::vector<spec::PrefillItem>& items) override {
+    return client_.Prefill(items);
+  }
+  absl::StatusOr<spec::VerifyResponse> Verify(const std::vector<spec::VerifyItem>& items) override {
+    return client_.Verify(items);
+  }
+  absl::Status Release(const std::vector<spec::RequestId>& ids) override { return client_.Release(ids); }
+  absl::StatusOr<spec::WorkerInfo> Info() override { return client_.GetInfo(); }
+  absl::StatusOr<std::string> ModelDir() { return client_.GetModelDir(); }
+  const std::string& address() const { return address_; }
+
+ private:
+  std::string address_;
+  rpc::VerifierClient client_;
+};
+
+}  // namespace splitspec::router
+
+#endif  // SPLITSPEC_ROUTER_SERVICE_GRPC_WORKERS_H_

@@ -1,0 +1,53 @@
+// The router core's view of its workers: synchronous interfaces over the plain types of
+// common/spec/worker_api.h. The gRPC adapter implements them over stubs, the simulator with
+// latency models on a virtual clock, tests with in-process fakes.
+//
+// Thread-safety contract: RouterCore calls every method from its single step-loop thread
+// (RouterCore::RunStep and RouterCore::Init), never concurrently, so implementations need
+// not be thread-safe unless something else also uses them.
+#ifndef SPLITSPEC_ROUTER_WORKER_CLIENTS_H_
+#define SPLITSPEC_ROUTER_WORKER_CLIENTS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/spec/worker_api.h"
+
+namespace splitspec::router {
+
+class DrafterClient {
+ public:
+  virtual ~DrafterClient() = default;
+  // One result per item (matched by id); an item may get an empty draft (e.g. no n-gram
+  // match). Any error means "no drafts this step" for all items: the router then runs them
+  // with k = 0 and resends their whole history next time (known_length = 0).
+  virtual absl::StatusOr<spec::ProposeResponse> Propose(
+      const std::vector<spec::ProposeItem>& items) = 0;
+  // Drops the sessions; unknown ids are not an error.
+  virtual absl::Status Release(const std::vector<spec::RequestId>& ids) = 0;
+  virtual absl::StatusOr<spec::WorkerInfo> Info() = 0;
+};
+
+class VerifierClient {
+ public:
+  virtual ~VerifierClient() = default;
+  // Creates one session per item and returns each request's first generated token.
+  virtual absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(
+      const std::vector<spec::PrefillItem>& items) = 0;
+  // One batched verification of every item (empty draft = plain decode).
+  virtual absl::StatusOr<spec::VerifyResponse> Verify(
+      const std::vector<spec::VerifyItem>& items) = 0;
+  virtual absl::Status Release(const std::vector<spec::RequestId>& ids) = 0;
+  virtual absl::StatusOr<spec::WorkerInfo> Info() = 0;
+};
+
+// Named drafter pools (`--drafter name=ADDR`, repeated). Not owned: they must outlive the
+// RouterCore that uses them. May be empty (no speculation possible).
+using DrafterPools = std::map<std::string, DrafterClient*>;
+
+}  // namespace splitspec::router
+
+#endif  // SPLITSPEC_ROUTER_WORKER_CLIENTS_H_

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Starts splitspec on loopback: a verifier (target model), a draft-model drafter and an n-gram
+# drafter, and a router over them; waits until each one serves, then keeps serving until
+# Ctrl-C (or, with --demo, generates from a sample prompt and exits).
+#
+#   scripts/run-local.sh [--demo] [--policy static:3] [--port 50050] [--build-dir build]
+#                        [--target DIR --draft DIR] [--prompt TEXT] [--max-tokens N]
+#
+# Without --target/--draft it uses models/default/{target,draft} when present, otherwise a
+# random pair made once with `splitspec make-model` under ${XDG_CACHE_HOME:-~/.cache}/splitspec.
+# Ports: router PORT, verifier PORT+1, model drafter PORT+2, n-gram drafter PORT+3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=build
+policy=static:3
+port=50050
+demo=0
+target=""
+draft=""
+prompt="The quick brown fox jumps over the lazy dog. The quick brown fox"
+max_tokens=64
+while (($#)); do
+  case "$1" in
+    --demo) demo=1 ;;
+    --policy) policy="$2"; shift ;;
+    --port) port="$2"; shift ;;
+    --build-dir) build="$2"; shift ;;
+    --target) target="$2"; shift ;;
+    --draft) draft="$2"; shift ;;
+    --prompt) prompt="$2"; shift ;;
+    --max-tokens) max_tokens="$2"; shift ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+bin="$build/bin"
+for b in splitspec splitspec-verifier splitspec-drafter splitspec-router; do
+  [ -x "$bin/$b" ] || { echo "missing $bin/$b: build first (scripts/setup.sh)" >&2; exit 1; }
+done
+
+# The model pair.
+if [ -z "$target" ]; then
+  if [ -f models/default/target/config.json ] && [ -f models/default/draft/config.json ]; then
+    target=models/default/target
+    draft=models/default/draft
+  else
+    cache="${XDG_CACHE_HOME:-$HOME/.cache}/splitspec/models"
+    target="$cache/small-target"
+    draft="$cache/small-draft"
+    if [ ! -f "$draft/config.json" ]; then
+      echo "== making a random model pair in $cache (once)"
+      "$bin/splitspec" make-model --preset small --out "$target" > /dev/null
+      "$bin/splitspec" make-model --draft-of "$target" --layers 1 --out "$draft" > /dev/null
+    fi
+  fi
+fi
+[ -n "$draft" ] || { echo "--target needs --draft" >&2; exit 2; }
+
+logs="$(mktemp -d "${TMPDIR:-/tmp}/splitspec-run.XXXXXX")"
+pids=()
+stop_all() {
+  # Router first so it drains its requests while the workers are still there.
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[i]}" 2> /dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
+}
+trap 'stop_all' EXIT
+trap 'exit 130' INT TERM
+
+# start NAME CMD...: runs it with its output in $logs/NAME.log and waits for its
+# "listening on" line (printed once it serves; the services also answer grpc.health.v1).
+start() {
+  local name="$1"
+  shift
+  "$@" > "$logs/$name.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 600); do
+    if grep -q "listening on" "$logs/$name.log" 2> /dev/null; then
+      pids+=("$pid")
+      echo "   $(grep -m1 'listening on' "$logs/$name.log")"
+      return 0
+    fi
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.1
+  done
+  echo "$name failed to start:" >&2
+  cat "$logs/$name.log" >&2
+  kill -TERM "$pid" 2> /dev/null || true
+  return 1
+}
+
+echo "== starting services (logs in $logs)"
+start verifier "$bin/splitspec-verifier" --model "$target" --port $((port + 1))
+start drafter-model "$bin/splitspec-drafter" --model "$draft" --port $((port + 2))
+start drafter-ngram "$bin/splitspec-drafter" --ngram --port $((port + 3))
+start router "$bin/splitspec-router" --verifier "127.0.0.1:$((port + 1))" \
+  --drafter "model=127.0.0.1:$((port + 2))" --drafter "ngram=127.0.0.1:$((port + 3))" \
+  --policy "$policy" --port "$port"
+
+if ((demo)); then
+  echo "== generating (policy $policy): $prompt"
+  "$bin/splitspec" generate --router "127.0.0.1:$port" --prompt "$prompt" --max-tokens "$max_tokens"
+  exit 0
+fi
+echo "== serving on 127.0.0.1:$port; try:"
+echo "   $bin/splitspec generate --router 127.0.0.1:$port --prompt 'Hello' --max-tokens 32"
+echo "   (Ctrl-C stops everything)"
+wait "${pids[@]}"

@@ -1,0 +1,313 @@
+// End-to-end tests of splitspec-verifier, splitspec-drafter and splitspec-router as real
+// processes on loopback: greedy outputs equal plain engine greedy generation for every policy
+// and proposer, concurrent streams, cancellation releasing worker sessions, bad input, and a
+// clean exit on SIGTERM.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/engine/tokenizer/tokenizer.h"
+#include "common/rpc/worker_clients.h"
+#include "splitspec/v1/router.grpc.pb.h"
+#include "tests/integration/cluster.h"
+#include "tests/unit/verifier/test_models.h"
+
+namespace splitspec::testing {
+namespace {
+
+struct Generated {
+  grpc::Status status;
+  std::vector<int32_t> tokens;  // every token id streamed, in order
+  std::string text;
+  int messages = 0;
+  v1::GenerateResponse final;
+};
+
+v1::GenerateRequest TokenRequest(const std::vector<int32_t>& prompt, int max_tokens, const std::string& pool = "") {
+  v1::GenerateRequest request;
+  request.mutable_tokens()->mutable_ids()->Add(prompt.begin(), prompt.end());
+  request.set_max_tokens(max_tokens);
+  request.set_ignore_eos(true);  // the reference decodes a fixed number of tokens
+  request.set_drafter(pool);
+  return request;
+}
+
+Generated Generate(const std::string& router, const v1::GenerateRequest& request) {
+  auto stub = v1::Router::NewStub(rpc::MakeChannel(router));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  Generated out;
+  auto reader = stub->Generate(&context, request);
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) {
+    out.tokens.insert(out.tokens.end(), response.token_ids().begin(), response.token_ids().end());
+    out.text += response.text();
+    ++out.messages;
+    out.final = response;
+  }
+  out.status = reader->Finish();
+  return out;
+}
+
+// Polls a worker's live session count until it reaches `want` (what the test waits on is an
+// observable state change in another process; the deadline only bounds a failure).
+int32_t WaitForLiveSessions(const std::function<int32_t()>& live, int32_t want) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  int32_t now = live();
+  while (now != want && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    now = live();
+  }
+  return now;
+}
+
+const std::vector<int32_t> kVaried = {1, 17, 42, 99, 5, 300, 12, 480, 77};
+const std::vector<int32_t> kRepetitive = {1, 30, 31, 32, 33, 30, 31, 32, 33, 30, 31, 32, 33, 30, 31};
+const std::vector<int32_t> kShort = {1, 200};
+constexpr int kMaxTokens = 32;
+
+class ServicesTest : public ::testing::Test {
+ protected:
+  static std::vector<int32_t> Reference(const std::vector<int32_t>& prompt, int n) {
+    return GreedyReference(GetTestModels().target_dir, prompt, n);
+  }
+};
+
+TEST_F(ServicesTest, GreedyOutputEqualsPlainEngineForEveryPolicyAndProposer) {
+  Cluster& cluster = Cluster::Get();
+  auto tokenizer = engine::Tokenizer::LoadFromFile(GetTestModels().target_dir + "/tokenizer.model");
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const std::string text = "The quick brown fox jumps over the lazy dog. The quick brown fox";
+  const std::vector<int32_t> text_tokens = (*tokenizer)->Encode(text, /*add_bos=*/true);
+  const std::vector<std::vector<int32_t>> prompts = {kVaried, kRepetitive, kShort, text_tokens};
+  std::vector<std::vector<int32_t>> references;
+  for (const auto& prompt : prompts) references.push_back(Reference(prompt, kMaxTokens));
+
+  struct Config {
+    std::string policy;
+    std::string pool;
+  };
+  std::vector<Config> configs = {{"none", ""}};
+  for (int k = 1; k <= 5; ++k) {
+    for (const char* pool : {"model", "ngram"}) configs.push_back({"static:" + std::to_string(k), pool});
+  }
+  for (const Config& config : configs) {
+    const std::string& router = cluster.Router(config.policy);
+    int64_t drafted = 0;
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      v1::GenerateRequest request = TokenRequest(prompts[p], kMaxTokens, config.pool);
+      if (p == 3) {  // the text prompt goes in as text, tokenized by the router
+        request.set_text(text);
+      }
+      const Generated out = Generate(router, request);
+      ASSERT_TRUE(out.status.ok()) << config.policy << "/" << config.pool << ": " << out.status.error_message();
+      EXPECT_EQ(out.tokens, references[p]) << config.policy << "/" << config.pool << " prompt " << p;
+      EXPECT_EQ(out.final.finish_reason(), v1::FINISH_REASON_LENGTH);
+      EXPECT_EQ(out.final.usage().completion_tokens(), kMaxTokens);
+      EXPECT_EQ(out.final.usage().prompt_tokens(), static_cast<int32_t>(prompts[p].size()));
+      EXPECT_LE(out.final.usage().accepted_tokens(), out.final.usage().drafted_tokens());
+      drafted += out.final.usage().drafted_tokens();
+    }
+    if (config.policy == "none") {
+      EXPECT_EQ(drafted, 0);
+    } else {
+      EXPECT_GT(drafted, 0) << config.policy << "/" << config.pool << " never speculated";
+    }
+  }
+}
+
+TEST_F(ServicesTest, SixteenConcurrentStreamsCompleteWithCorrectOutputs) {
+  const std::string& router = Cluster::Get().Router("static:3");
+  constexpr int kRequests = 16;
+  std::vector<std::vector<int32_t>> prompts(kRequests);
+  std::vector<int> lengths(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    prompts[i] = {1, 10 + i, 20 + 2 * i, 7, 10 + i, 20 + 2 * i};
+    lengths[i] = 6 + 3 * i;
+  }
+  std::vector<Generated> outputs(kRequests);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i) {
+    threads.emplace_back([&, i] {
+      outputs[i] = Generate(router, TokenRequest(prompts[i], lengths[i], i % 2 ? "ngram" : "model"));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(outputs[i].status.ok()) << i << ": " << outputs[i].status.error_message();
+    EXPECT_EQ(outputs[i].tokens, Reference(prompts[i], lengths[i])) << "request " << i;
+  }
+}
+
+TEST_F(ServicesTest, CancelMidStreamReleasesDrafterAndVerifierSessions) {
+  Cluster& cluster = Cluster::Get();
+  const std::string& router = cluster.Router("static:2");
+  rpc::VerifierClient verifier(rpc::MakeChannel(cluster.verifier()));
+  rpc::DrafterClient drafter(rpc::MakeChannel(cluster.model_drafter()));
+  auto stub = v1::Router::NewStub(rpc::MakeChannel(router));
+  grpc::ClientContext context;
+  auto reader = stub->Generate(&context, TokenRequest(kVaried, 4000, "model"));
+  v1::GenerateResponse response;
+  // Two streamed messages: the request is running and has sessions on both workers.
+  ASSERT_TRUE(reader->Read(&response));
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(verifier.GetInfo()->live_sessions, 1);
+  EXPECT_EQ(WaitForLiveSessions([&] { return drafter.GetInfo()->live_sessions; }, 1), 1);
+  context.TryCancel();
+  while (reader->Read(&response)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(WaitForLiveSessions([&] { return verifier.GetInfo()->live_sessions; }, 0), 0);
+  EXPECT_EQ(WaitForLiveSessions([&] { return drafter.GetInfo()->live_sessions; }, 0), 0);
+}
+
+TEST_F(ServicesTest, StopStringEndsTheTextBeforeIt) {
+  const std::string& router = Cluster::Get().Router("static:2");
+  v1::GenerateRequest request = TokenRequest(kVaried, 40, "model");
+  const Generated full = Generate(router, request);
+  ASSERT_TRUE(full.status.ok()) << full.status.error_message();
+  // A random model's text is mostly non-ASCII: stop at an ASCII letter from its second half
+  // (a whole character, so the stop string is valid UTF-8).
+  std::string stop;
+  for (size_t i = full.text.size() / 2; i < full.text.size() && stop.empty(); ++i) {
+    if (std::isalnum(static_cast<unsigned char>(full.text[i]))) stop = full.text.substr(i, 1);
+  }
+  ASSERT_FALSE(stop.empty()) << "no ASCII letter in the second half of: " << full.text;
+  request.add_stop(stop);
+  const Generated stopped = Generate(router, request);
+  ASSERT_TRUE(stopped.status.ok()) << stopped.status.error_message();
+  EXPECT_EQ(stopped.final.finish_reason(), v1::FINISH_REASON_STOP);
+  EXPECT_EQ(stopped.text, full.text.substr(0, full.text.find(stop)));
+}
+
+TEST_F(ServicesTest, DrafterThatIsDownMeansPlainDecoding) {
+  Cluster& cluster = Cluster::Get();
+  // Port 1 on loopback refuses connections: the pool exists but never answers.
+  auto router = cluster.StartRouter({"--drafter", "model=127.0.0.1:1", "--policy", "static:3"});
+  const Generated out = Generate(router->address(), TokenRequest(kRepetitive, 20, "model"));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.tokens, Reference(kRepetitive, 20));
+  EXPECT_EQ(out.final.usage().drafted_tokens(), 0);
+  EXPECT_EQ(router->Stop(), 0);
+}
+
+TEST_F(ServicesTest, HealthAndInfo) {
+  Cluster& cluster = Cluster::Get();
+  const std::string& router = cluster.Router("static:3");
+  EXPECT_TRUE(rpc::CheckHealth(rpc::MakeChannel(cluster.verifier()), "splitspec.v1.Verifier").ok());
+  EXPECT_TRUE(rpc::CheckHealth(rpc::MakeChannel(cluster.model_drafter()), "splitspec.v1.Drafter").ok());
+  EXPECT_TRUE(rpc::CheckHealth(rpc::MakeChannel(router), "splitspec.v1.Router").ok());
+  rpc::VerifierClient verifier(rpc::MakeChannel(cluster.verifier()));
+  auto info = verifier.GetInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->model_name, "target");
+  EXPECT_EQ(info->vocab_size, 512);
+  EXPECT_EQ(info->total_blocks, 2048);
+  EXPECT_EQ(info->max_draft_tokens, 16);
+  auto stub = v1::Router::NewStub(rpc::MakeChannel(router));
+  grpc::ClientContext context;
+  v1::ServerInfo server_info;
+  ASSERT_TRUE(stub->GetServerInfo(&context, v1::GetServerInfoRequest(), &server_info).ok());
+  EXPECT_EQ(server_info.policy(), "static:3");
+  EXPECT_EQ(server_info.model_name(), "target");
+  EXPECT_EQ(server_info.drafters_size(), 2);
+}
+
+// ---- bad input, one case each, against the running services ------------------------------
+
+TEST_F(ServicesTest, VerifierRejectsUnknownSession) {
+  rpc::VerifierClient verifier(rpc::MakeChannel(Cluster::Get().verifier()));
+  auto result = verifier.Verify({{987654321, {}}});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
+  EXPECT_NE(result.status().message().find("unknown session"), std::string::npos);
+}
+
+TEST_F(ServicesTest, VerifierRejectsTokenOutOfVocab) {
+  rpc::VerifierClient verifier(rpc::MakeChannel(Cluster::Get().verifier()));
+  auto result = verifier.Prefill({{555, {1, 5, 100000}, {}}});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
+  EXPECT_NE(result.status().message().find("vocabulary"), std::string::npos);
+}
+
+TEST_F(ServicesTest, VerifierRejectsMalformedTree) {
+  rpc::VerifierClient verifier(rpc::MakeChannel(Cluster::Get().verifier()));
+  ASSERT_TRUE(verifier.Prefill({{556, kShort, {}}}).ok());
+  spec::DraftProposal draft;
+  draft.tokens = {5, 6};
+  draft.parents = {-1, 3};
+  auto result = verifier.Verify({{556, draft}});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
+  EXPECT_NE(result.status().message().find("malformed draft tree"), std::string::npos);
+  EXPECT_TRUE(verifier.Release({556}).ok());
+}
+
+TEST_F(ServicesTest, DrafterRejectsKAboveItsMaximum) {
+  rpc::DrafterClient drafter(rpc::MakeChannel(Cluster::Get().model_drafter()));
+  spec::ProposeItem item;
+  item.id = 557;
+  item.new_tokens = kShort;
+  item.shape.depth = 9;  // the drafter was started with --max-draft-tokens 8
+  auto result = drafter.Propose({item});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
+  EXPECT_NE(result.status().message().find("max-draft-tokens"), std::string::npos);
+}
+
+TEST_F(ServicesTest, RouterRejectsTokenOutOfVocab) {
+  const Generated out = Generate(Cluster::Get().Router("none"), TokenRequest({1, 2, 4096}, 4));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << out.status.error_message();
+}
+
+TEST_F(ServicesTest, RouterRejectsMissingPrompt) {
+  v1::GenerateRequest request;
+  request.set_max_tokens(4);
+  const Generated out = Generate(Cluster::Get().Router("none"), request);
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << out.status.error_message();
+}
+
+TEST_F(ServicesTest, RouterQueueLimitIsResourceExhausted) {
+  Cluster& cluster = Cluster::Get();
+  const std::string& router = cluster.Router("none", {"--max-running", "1", "--max-queue", "1"});
+  auto stub = v1::Router::NewStub(rpc::MakeChannel(router));
+  // A runs (long), B waits in the queue, C finds the queue full.
+  grpc::ClientContext a_context, b_context;
+  auto a = stub->Generate(&a_context, TokenRequest(kVaried, 4000));
+  v1::GenerateResponse response;
+  ASSERT_TRUE(a->Read(&response));
+  auto b = stub->Generate(&b_context, TokenRequest(kShort, 4));
+  auto queued = [&] {
+    grpc::ClientContext context;
+    v1::ServerInfo info;
+    return stub->GetServerInfo(&context, v1::GetServerInfoRequest(), &info).ok() ? info.queue_depth() : -1;
+  };
+  ASSERT_EQ(WaitForLiveSessions(queued, 1), 1);
+  const Generated c = Generate(router, TokenRequest(kShort, 4));
+  EXPECT_EQ(c.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << c.status.error_message();
+  a_context.TryCancel();
+  while (a->Read(&response)) {
+  }
+  a->Finish();
+  // B runs once A is gone.
+  std::vector<int32_t> b_tokens;
+  while (b->Read(&response)) b_tokens.insert(b_tokens.end(), response.token_ids().begin(), response.token_ids().end());
+  EXPECT_TRUE(b->Finish().ok());
+  EXPECT_EQ(b_tokens, Reference(kShort, 4));
+}
+
+// Last: every process drains and exits 0 on SIGTERM.
+TEST_F(ServicesTest, ZzzEveryProcessExitsCleanlyOnSigterm) {
+  Cluster& cluster = Cluster::Get();
+  cluster.Router("static:1");
+  for (const auto& [name, status] : cluster.StopAll()) {
+    EXPECT_TRUE(WIFEXITED(status)) << name << " did not exit normally (status " << status << ")";
+    EXPECT_EQ(WEXITSTATUS(status), 0) << name;
+  }
+}
+
+}  // namespace
+}  // namespace splitspec::testing

@@ -1,0 +1,221 @@
+// In-process fake workers for router tests. The "target model" is a fixed deterministic
+// function of the history (NextToken), so greedy generation has one right answer per prompt
+// (ReferenceGeneration) and a router bug that loses, duplicates or reorders a token shows.
+// Both fakes keep real per-request sessions with the pending-token bookkeeping of
+// common/spec/worker_api.h and complain (INVALID_ARGUMENT / FAILED_PRECONDITION, and a
+// recorded protocol error) when the router breaks the contract.
+//
+// Thread-safety: thread-compatible; the router calls them from its loop thread only.
+#ifndef SPLITSPEC_TESTS_UNIT_ROUTER_FAKE_WORKERS_H_
+#define SPLITSPEC_TESTS_UNIT_ROUTER_FAKE_WORKERS_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "router/worker_clients.h"
+
+namespace splitspec::router::testing {
+
+constexpr int32_t kFakeVocab = 1000;
+
+inline int32_t NextToken(const std::vector<int32_t>& h) {
+  const int64_t a = h.empty() ? 1 : h.back();
+  const int64_t b = h.size() < 2 ? 3 : h[h.size() - 2];
+  return static_cast<int32_t>((a * 31 + b * 17 + static_cast<int64_t>(h.size()) * 7 + 11) %
+                              kFakeVocab);
+}
+
+inline std::vector<int32_t> ReferenceGeneration(std::vector<int32_t> prompt, int32_t n) {
+  std::vector<int32_t> out;
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t t = NextToken(prompt);
+    out.push_back(t);
+    prompt.push_back(t);
+  }
+  return out;
+}
+
+class FakeVerifier : public VerifierClient {
+ public:
+  absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(
+      const std::vector<spec::PrefillItem>& items) override {
+    ++prefill_calls;
+    if (fail_prefill) return absl::UnavailableError("fake prefill failure");
+    std::vector<spec::PrefillResult> out;
+    for (const auto& item : items) {
+      if (sessions.count(item.id)) return absl::InvalidArgumentError("session exists");
+      Session s;
+      s.kv = item.tokens;
+      s.pending = NextToken(s.kv);
+      sessions[item.id] = s;
+      out.push_back({item.id, s.pending});
+    }
+    return out;
+  }
+
+  absl::StatusOr<spec::VerifyResponse> Verify(const std::vector<spec::VerifyItem>& items) override {
+    ++verify_calls;
+    batch_sizes.push_back(static_cast<int32_t>(items.size()));
+    if (fail_verify) return absl::UnavailableError("fake verify failure");
+    spec::VerifyResponse resp;
+    for (const auto& item : items) {
+      auto it = sessions.find(item.id);
+      if (it == sessions.end()) {
+        protocol_errors.push_back(absl::StrCat("verify of unknown session ", item.id));
+        return absl::InvalidArgumentError("unknown session");
+      }
+      const auto& d = item.draft;
+      for (size_t j = 0; j < d.tokens.size(); ++j) {
+        if (d.parents.size() != d.tokens.size() || d.parents[j] != static_cast<int32_t>(j) - 1) {
+          protocol_errors.push_back("malformed chain");
+          return absl::InvalidArgumentError("malformed tree");
+        }
+      }
+      Session& s = it->second;
+      std::vector<int32_t> cur = s.kv;
+      cur.push_back(s.pending);
+      spec::VerifyResult r;
+      r.id = item.id;
+      for (int32_t t : d.tokens) {
+        if (t != NextToken(cur)) break;
+        cur.push_back(t);
+        r.tokens.push_back(t);
+        ++r.accept_length;
+      }
+      const int32_t bonus = NextToken(cur);
+      r.tokens.push_back(bonus);
+      s.kv = cur;
+      s.pending = bonus;
+      resp.results.push_back(r);
+    }
+    resp.compute_seconds = 0;
+    resp.total_blocks = total_blocks;
+    return resp;
+  }
+
+  absl::Status Release(const std::vector<spec::RequestId>& ids) override {
+    for (auto id : ids) {
+      released.insert(id);
+      sessions.erase(id);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<spec::WorkerInfo> Info() override {
+    spec::WorkerInfo info;
+    info.model_name = "fake-target";
+    info.vocab_size = kFakeVocab;
+    info.total_blocks = total_blocks;
+    info.free_blocks = total_blocks;
+    info.block_size = 16;
+    info.max_draft_tokens = 16;
+    info.live_sessions = static_cast<int32_t>(sessions.size());
+    return info;
+  }
+
+  struct Session {
+    std::vector<int32_t> kv;
+    int32_t pending = 0;
+  };
+  std::map<spec::RequestId, Session> sessions;
+  std::set<spec::RequestId> released;
+  std::vector<int32_t> batch_sizes;
+  std::vector<std::string> protocol_errors;
+  int32_t total_blocks = 4096;
+  bool fail_prefill = false;
+  bool fail_verify = false;
+  int prefill_calls = 0;
+  int verify_calls = 0;
+};
+
+// Proposes each token right with probability `accuracy` (a fixed hash decides, so runs are
+// reproducible), otherwise a wrong one.
+class FakeDrafter : public DrafterClient {
+ public:
+  explicit FakeDrafter(double accuracy = 0.7, uint64_t salt = 1)
+      : accuracy_(accuracy), salt_(salt) {}
+
+  absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items) override {
+    ++calls;
+    if (failures_left > 0) {
+      --failures_left;
+      return absl::UnavailableError("fake drafter down");
+    }
+    spec::ProposeResponse resp;
+    for (const auto& item : items) {
+      proposed_ids.insert(item.id);
+      std::vector<int32_t>& seen = sessions[item.id];
+      if (item.known_length == 0) {
+        seen.clear();
+      } else if (item.known_length > static_cast<int32_t>(seen.size())) {
+        protocol_errors.push_back(absl::StrCat("known_length past what was seen for ", item.id));
+        return absl::FailedPreconditionError("known_length mismatch");
+      } else {
+        seen.resize(item.known_length);
+      }
+      seen.insert(seen.end(), item.new_tokens.begin(), item.new_tokens.end());
+      if (item.new_tokens.empty()) protocol_errors.push_back("propose without the pending token");
+      if (verifier != nullptr) {  // the drafter must see exactly the verifier's committed state
+        auto v = verifier->sessions.find(item.id);
+        if (v != verifier->sessions.end()) {
+          std::vector<int32_t> expect = v->second.kv;
+          expect.push_back(v->second.pending);
+          if (expect != seen) protocol_errors.push_back(absl::StrCat("drafter desync on ", item.id));
+        }
+      }
+      spec::ProposeResult res;
+      res.id = item.id;
+      std::vector<int32_t> cur = seen;
+      for (int32_t j = 0; j < item.shape.depth; ++j) {
+        const int32_t right = NextToken(cur);
+        const uint64_t h = (cur.size() * 0x9E3779B97F4A7C15ULL) ^ (item.id * 0xBF58476D1CE4E5B9ULL) ^ salt_;
+        const double u = static_cast<double>((h >> 11) % 1000003) / 1000003.0;
+        const int32_t t = u < accuracy_ ? right : (right + 1) % kFakeVocab;
+        res.draft.tokens.push_back(t);
+        res.draft.parents.push_back(j - 1);
+        cur.push_back(t);
+        ++tokens_proposed;
+      }
+      resp.results.push_back(std::move(res));
+    }
+    return resp;
+  }
+
+  absl::Status Release(const std::vector<spec::RequestId>& ids) override {
+    for (auto id : ids) {
+      released.insert(id);
+      sessions.erase(id);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<spec::WorkerInfo> Info() override {
+    spec::WorkerInfo info;
+    info.model_name = "fake-draft";
+    info.vocab_size = kFakeVocab;
+    info.max_draft_tokens = 16;
+    return info;
+  }
+
+  const FakeVerifier* verifier = nullptr;  // optional: cross-checks the drafter's history
+  std::map<spec::RequestId, std::vector<int32_t>> sessions;
+  std::set<spec::RequestId> released;
+  std::set<spec::RequestId> proposed_ids;
+  std::vector<std::string> protocol_errors;
+  int failures_left = 0;
+  int calls = 0;
+  int64_t tokens_proposed = 0;
+
+ private:
+  double accuracy_;
+  uint64_t salt_;
+};
+
+}  // namespace splitspec::router::testing
+
+#endif  // SPLITSPEC_TESTS_UNIT_ROUTER_FAKE_WORKERS_H_

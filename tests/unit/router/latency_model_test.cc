@@ -1,0 +1,129 @@
+// Latency model: JSON round trip, validation, least-squares fit, online correction.
+#include "router/latency_model.h"
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace splitspec::router {
+namespace {
+
+TEST(LatencyModelTest, JsonRoundTrip) {
+  LatencyModel m;
+  m.set_description("test");
+  m.set_target({1.5e-7, 3e-4, 0.02});
+  m.set_drafter("small", DrafterCost{false, {1e-8, 1e-5, 0.004}, 0});
+  m.set_drafter("lookup", DrafterCost{true, {}, 0.0007});
+  m.set_rpc_seconds(0.0004);
+  const std::string path = ::testing::TempDir() + "/latency_roundtrip.json";
+  ASSERT_TRUE(m.Save(path).ok());
+  auto loaded = LatencyModel::Load(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->ToJson(), m.ToJson());
+  EXPECT_DOUBLE_EQ(loaded->TargetSeconds(1000, 10), 1.5e-7 * 1000 + 3e-4 * 10 + 0.02);
+  EXPECT_TRUE(loaded->EffectiveDrafter("lookup").model_free);
+  EXPECT_DOUBLE_EQ(loaded->EffectiveDrafter("lookup").constant_seconds, 0.0007);
+  // Unknown pools fall back to "default" (the built-in one here) or else the first entry.
+  EXPECT_DOUBLE_EQ(loaded->EffectiveDrafter("other").forward.delta,
+                   loaded->EffectiveDrafter("default").forward.delta);
+  auto only = LatencyModel::FromJson(
+      {{"target", {{"alpha", 0}, {"gamma", 0}, {"delta", 0.01}}},
+       {"drafters", {{"lookup", {{"kind", "model_free"}, {"constant_seconds", 0.0007}}}}}});
+  ASSERT_TRUE(only.ok());
+  EXPECT_DOUBLE_EQ(only->EffectiveDrafter("other").constant_seconds, 0.0007);
+  std::remove(path.c_str());
+}
+
+TEST(LatencyModelTest, RejectsMalformedJson) {
+  EXPECT_FALSE(LatencyModel::FromJson(nlohmann::json::array()).ok());
+  EXPECT_FALSE(LatencyModel::FromJson({{"drafters", nlohmann::json::object()}}).ok());
+  EXPECT_FALSE(LatencyModel::FromJson({{"target", {{"alpha", 1}, {"gamma", 1}}}}).ok());
+  EXPECT_FALSE(
+      LatencyModel::FromJson({{"target", {{"alpha", -1}, {"gamma", 1}, {"delta", 1}}}}).ok());
+  EXPECT_FALSE(LatencyModel::FromJson({{"target", {{"alpha", 0}, {"gamma", 0}, {"delta", 0}}},
+                                       {"drafters", {{"x", {{"kind", "magic"}}}}}})
+                   .ok());
+  EXPECT_EQ(LatencyModel::Load("/nonexistent/latency.json").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(LatencyModelTest, ShippedDefaultLoads) {
+  auto m = LatencyModel::Load(std::string(SPLITSPEC_SOURCE_DIR) +
+                              "/configs/latency/a100-7b-160m.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  // The built-in default is the same model.
+  EXPECT_EQ(m->ToJson()["target"], LatencyModel().ToJson()["target"]);
+  EXPECT_EQ(m->ToJson()["drafters"], LatencyModel().ToJson()["drafters"]);
+}
+
+TEST(LatencyModelTest, DraftTimeCountsOneForwardPerDepth) {
+  LatencyModel m;
+  m.set_drafter("d", DrafterCost{false, {1e-6, 1e-4, 0.001}, 0});
+  const std::vector<int32_t> ctx = {10, 20}, k = {3, 1};
+  const double expect = (1e-6 * 30 + 1e-4 * 2 + 0.001) + (1e-6 * 11 + 1e-4 + 0.001) +
+                        (1e-6 * 12 + 1e-4 + 0.001);
+  EXPECT_NEAR(m.DraftSeconds("d", ctx, k), expect, 1e-15);
+  EXPECT_EQ(m.DraftSeconds("d", ctx, std::vector<int32_t>{0, 0}), 0.0);
+}
+
+TEST(LatencyModelTest, FitRecoversCoefficientsAndReportsQuality) {
+  const ForwardCoefficients truth = {2e-7, 1.5e-4, 0.011};
+  std::vector<ForwardSample> exact, noisy;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0, 0.02);
+  for (int b : {1, 2, 4, 8, 16, 32, 64}) {
+    for (int ctx : {64, 256, 1024}) {
+      for (int tpr : {1, 2, 4}) {
+        const double n_ctx = b * ctx, n_tok = b * tpr;
+        const double t = truth.Predict(n_ctx, n_tok);
+        exact.push_back({n_ctx, n_tok, t});
+        noisy.push_back({n_ctx, n_tok, t * (1 + noise(rng))});
+      }
+    }
+  }
+  auto fit = FitForward(exact);
+  ASSERT_TRUE(fit.ok());
+  EXPECT_NEAR(fit->coefficients.alpha, truth.alpha, 1e-12);
+  EXPECT_NEAR(fit->coefficients.gamma, truth.gamma, 1e-10);
+  EXPECT_NEAR(fit->coefficients.delta, truth.delta, 1e-9);
+  EXPECT_NEAR(fit->r2, 1.0, 1e-9);
+  EXPECT_LT(fit->worst_relative_error, 1e-6);
+  auto rough = FitForward(noisy);
+  ASSERT_TRUE(rough.ok());
+  EXPECT_LT(rough->r2, 1.0);
+  EXPECT_GT(rough->r2, 0.9);
+  EXPECT_GT(rough->worst_relative_error, 0.005);
+  EXPECT_NEAR(rough->coefficients.gamma, truth.gamma, 0.1 * truth.gamma);
+}
+
+TEST(LatencyModelTest, FitRejectsDegenerateInput) {
+  EXPECT_FALSE(FitForward(std::vector<ForwardSample>{{1, 1, 1}, {2, 2, 2}}).ok());
+  // Context never varies independently of the batched tokens: singular.
+  std::vector<ForwardSample> s;
+  for (int i = 1; i < 10; ++i) s.push_back({2.0 * i, 1.0 * i, 0.1 * i});
+  EXPECT_FALSE(FitForward(s).ok());
+}
+
+TEST(LatencyModelTest, OnlineCorrectionPullsAWrongFileTowardsObservations) {
+  LatencyModel m;
+  m.set_target({1e-7, 2e-4, 0.012});
+  // The hardware is really 3x slower than the file says.
+  for (int i = 0; i < 200; ++i) {
+    const double n_ctx = 1000 + 10 * i, n_tok = 8 + (i % 5);
+    m.ObserveTarget(n_ctx, n_tok, 3 * (1e-7 * n_ctx + 2e-4 * n_tok + 0.012));
+  }
+  EXPECT_NEAR(m.target_scale(), 3.0, 0.01);
+  EXPECT_NEAR(m.TargetSeconds(2000, 10), 3 * (1e-7 * 2000 + 2e-4 * 10 + 0.012), 1e-4);
+  // Unmeasured (0) observations carry no information.
+  m.ObserveTarget(1000, 8, 0.0);
+  EXPECT_NEAR(m.target_scale(), 3.0, 0.01);
+  // RPC overhead follows what steps leave over.
+  for (int i = 0; i < 200; ++i) m.ObserveRpcOverhead(0.001);
+  EXPECT_NEAR(m.RpcSeconds(), 0.001, 1e-6);
+}
+
+}  // namespace
+}  // namespace splitspec::router

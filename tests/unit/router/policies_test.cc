@@ -1,0 +1,238 @@
+// Decisions of each policy: tiers' gates, FSM rules, analytical window, factory errors.
+#include "router/policies/policies.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace splitspec::router {
+namespace {
+
+PolicyInput Batch(int n, int max_k = 8) {
+  PolicyInput in;
+  in.max_k = max_k;
+  for (int i = 0; i < n; ++i) {
+    PolicyRequest r;
+    r.id = i + 1;
+    r.context_tokens = 100;
+    r.speculative = true;
+    r.max_useful_k = max_k;
+    in.requests.push_back(r);
+  }
+  return in;
+}
+
+StepOutcome Accepted(int32_t proposed, std::vector<int32_t> accepted) {
+  StepOutcome o;
+  spec::RequestId id = 1;
+  for (int32_t a : accepted) {
+    RequestOutcome r;
+    r.id = id++;
+    r.proposed = proposed;
+    r.accepted = a;
+    o.requests.push_back(r);
+  }
+  return o;
+}
+
+SglangTiersPolicy Tiers(double alpha = 1.0, double down = -0.25, double up = 0.0) {
+  SglangTiersPolicy::Config c;
+  c.ema_alpha = alpha;  // 1.0: the EMA is the last batch, so tests set it exactly
+  c.down_hysteresis = down;
+  c.up_hysteresis = up;
+  return SglangTiersPolicy(c);
+}
+
+TEST(SglangTiersTest, DefaultsSnapAndDecide) {
+  SglangTiersPolicy t = Tiers(0.2);
+  EXPECT_EQ(t.active_tier(), 3);
+  EXPECT_DOUBLE_EQ(t.ema_accept_len(), 2.0);
+  const std::vector<int32_t> k = t.Decide(Batch(3));
+  EXPECT_EQ(k, (std::vector<int32_t>{3, 3, 3}));
+  SglangTiersPolicy::Config c;
+  c.initial_steps = 6;  // nearest tier is 7
+  EXPECT_EQ(SglangTiersPolicy(c).active_tier(), 7);
+}
+
+TEST(SglangTiersTest, NoSwitchDuringWarmup) {
+  SglangTiersPolicy t = Tiers();
+  for (int i = 0; i < 10; ++i) {
+    t.Observe(Accepted(3, {3, 3}));  // would push the tier up
+    EXPECT_EQ(t.active_tier(), 3) << "batch " << i + 1;
+  }
+  // Batches 11..14 are not on the interval either; batch 15 is.
+  for (int i = 0; i < 4; ++i) {
+    t.Observe(Accepted(3, {3, 3}));
+    EXPECT_EQ(t.active_tier(), 3);
+  }
+  t.Observe(Accepted(3, {3, 3}));
+  EXPECT_EQ(t.active_tier(), 7);
+  // The switch applies to the next round.
+  EXPECT_EQ(t.Decide(Batch(2)), (std::vector<int32_t>{7, 7}));
+}
+
+TEST(SglangTiersTest, DecisionsOnlyEveryInterval) {
+  SglangTiersPolicy t = Tiers();
+  for (int i = 0; i < 15; ++i) t.Observe(Accepted(3, {3}));
+  ASSERT_EQ(t.active_tier(), 7);
+  // Acceptance collapses right after a decision: nothing moves until batch 20.
+  for (int i = 16; i < 20; ++i) {
+    t.Observe(Accepted(7, {0}));
+    EXPECT_EQ(t.active_tier(), 7) << "batch " << i;
+  }
+  t.Observe(Accepted(7, {0}));
+  EXPECT_EQ(t.active_tier(), 1);  // ema 0 <= 0.25 and <= 2.25: down two tiers at once
+}
+
+TEST(SglangTiersTest, DownHysteresisHoldsTheTier) {
+  // From tier 3 the way down to 1 needs ema <= (1 - 0.5) + down_hysteresis.
+  for (const auto& [down, ema, expect] :
+       std::vector<std::tuple<double, int, int>>{{-0.25, 0, 1}, {-0.6, 0, 3}}) {
+    SglangTiersPolicy t = Tiers(1.0, down);
+    for (int i = 0; i < 15; ++i) t.Observe(Accepted(3, {ema}));
+    EXPECT_EQ(t.active_tier(), expect) << "down_hysteresis " << down;
+  }
+  // Half-accepted batches (ema 0.5 over two requests 0 and 1): without hysteresis that is
+  // <= 0.5 and drops; the default -0.25 keeps tier 3.
+  SglangTiersPolicy keep = Tiers(1.0, -0.25);
+  SglangTiersPolicy drop = Tiers(1.0, 0.0);
+  for (int i = 0; i < 15; ++i) {
+    keep.Observe(Accepted(3, {0, 1}));
+    drop.Observe(Accepted(3, {0, 1}));
+  }
+  EXPECT_EQ(keep.active_tier(), 3);
+  EXPECT_EQ(drop.active_tier(), 1);
+}
+
+TEST(SglangTiersTest, UpHysteresisDelaysGoingUp) {
+  // From tier 3 up to 7 needs ema > (3 - 0.5) + up_hysteresis; ema 2.75 here.
+  SglangTiersPolicy eager = Tiers(1.0, -0.25, 0.0);
+  SglangTiersPolicy reluctant = Tiers(1.0, -0.25, 0.5);
+  for (int i = 0; i < 15; ++i) {
+    eager.Observe(Accepted(3, {3, 3, 3, 2}));
+    reluctant.Observe(Accepted(3, {3, 3, 3, 2}));
+  }
+  EXPECT_EQ(eager.active_tier(), 7);
+  EXPECT_EQ(reluctant.active_tier(), 3);
+}
+
+TEST(SglangTiersTest, ZeroTierProbesUpward) {
+  SglangTiersPolicy::Config c;
+  c.candidate_steps = {0, 2, 4};
+  c.ema_alpha = 1.0;
+  c.initial_steps = 0;
+  SglangTiersPolicy t(c);
+  EXPECT_EQ(t.Decide(Batch(1)), std::vector<int32_t>{0});
+  for (int i = 0; i < 15; ++i) t.Observe(Accepted(0, {0}));
+  EXPECT_EQ(t.active_tier(), 2);
+}
+
+TEST(FsmTest, DownOnRejectionUpOnFullAccept) {
+  FsmPolicy::Config c;
+  c.gamma_init = 3;
+  c.gamma_max = 4;
+  FsmPolicy f(c);
+  EXPECT_EQ(f.Decide(Batch(1)), std::vector<int32_t>{3});
+  f.Observe(Accepted(3, {3}));
+  EXPECT_EQ(f.GammaOf(1), 4);
+  f.Observe(Accepted(4, {4}));
+  EXPECT_EQ(f.GammaOf(1), 4);  // capped at gamma_max
+  f.Observe(Accepted(4, {2}));
+  EXPECT_EQ(f.GammaOf(1), 3);
+  for (int i = 0; i < 5; ++i) f.Observe(Accepted(1, {0}));
+  EXPECT_EQ(f.GammaOf(1), 0);
+}
+
+TEST(FsmTest, ProbesAfterStayingAtZero) {
+  FsmPolicy::Config c;
+  c.gamma_init = 0;
+  c.probe_after = 3;
+  FsmPolicy f(c);
+  EXPECT_EQ(f.Decide(Batch(1)), std::vector<int32_t>{0});
+  EXPECT_EQ(f.Decide(Batch(1)), std::vector<int32_t>{0});
+  EXPECT_EQ(f.Decide(Batch(1)), std::vector<int32_t>{1});
+  f.Observe(Accepted(1, {1}));
+  EXPECT_EQ(f.GammaOf(1), 1);
+}
+
+TEST(CacheFsmTest, RewardsTokensSeenBefore) {
+  FsmPolicy::Config c;
+  c.use_cache = true;
+  c.gamma_init = 3;
+  FsmPolicy f(c);
+  PolicyInput in = Batch(1);
+  const std::vector<int32_t> history = {10, 11, 12};
+  in.requests[0].history = history;
+  f.Decide(in);
+  auto outcome = [](int32_t proposed, int32_t accepted, std::vector<int32_t> emitted) {
+    StepOutcome o;
+    RequestOutcome r;
+    r.id = 1;
+    r.proposed = proposed;
+    r.accepted = accepted;
+    r.emitted = std::move(emitted);
+    o.requests.push_back(r);
+    return o;
+  };
+  f.Observe(outcome(3, 1, {11, 99}));  // accepted token 11 is cached: +1
+  EXPECT_EQ(f.GammaOf(1), 4);
+  f.Observe(outcome(4, 4, {12, 10, 50, 51, 52}));  // cached and all accepted: +2
+  EXPECT_EQ(f.GammaOf(1), 6);
+  f.Observe(outcome(6, 1, {77, 78}));  // accepted 77 never seen: -1
+  EXPECT_EQ(f.GammaOf(1), 5);
+  f.Observe(outcome(5, 1, {99, 5}));  // 99 was cached by the first step's bonus token: +1
+  EXPECT_EQ(f.GammaOf(1), 6);
+}
+
+TEST(AnalyticalTest, WindowGrowsWithAccuracyAndShrinksToZero) {
+  AnalyticalPolicy::Config c;
+  c.history = 8;
+  c.prior_weight = 0;
+  LatencyModel model;
+  AcceptanceTracker tracker;
+  int32_t last = -1;
+  for (int accepted : {0, 1, 2, 3, 4}) {
+    AnalyticalPolicy p(c);
+    for (int i = 0; i < 8; ++i) p.Observe(Accepted(4, {accepted}));
+    PolicyInput in = Batch(1);
+    in.latency = &model;
+    in.acceptance = &tracker;
+    const int32_t k = p.Decide(in)[0];
+    EXPECT_GE(k, last) << "accepted " << accepted;
+    last = k;
+    if (accepted == 0) {
+      EXPECT_EQ(k, 0);
+    }
+  }
+  EXPECT_GE(last, 4);  // b capped at 0.98 with a cheap drafter: long windows
+}
+
+TEST(PolicyFactoryTest, NamesAndErrors) {
+  for (const char* name :
+       {"none", "static:0", "static:4", "smartspec", "sglang-tiers", "analytical", "fsm",
+        "cache-fsm"}) {
+    auto p = MakePolicy(name, nlohmann::json::object());
+    ASSERT_TRUE(p.ok()) << name;
+    EXPECT_EQ((*p)->Name(), name);
+  }
+  EXPECT_FALSE(MakePolicy("static:x", {}).ok());
+  EXPECT_FALSE(MakePolicy("static:-1", {}).ok());
+  EXPECT_FALSE(MakePolicy("magic", {}).ok());
+  EXPECT_FALSE(MakePolicy("smartspec", {{"granularity", "token"}}).ok());
+  EXPECT_FALSE(MakePolicy("sglang-tiers", {{"candidate_steps", "1,3"}}).ok());
+  EXPECT_FALSE(MakePolicy("sglang-tiers", {{"ema_alpha", 0}}).ok());
+  EXPECT_FALSE(MakePolicy("fsm", nlohmann::json::array()).ok());
+  auto tiers = MakePolicy("sglang-tiers", {{"candidate_steps", {2, 5}}, {"initial_steps", 5}});
+  ASSERT_TRUE(tiers.ok());
+  EXPECT_EQ((*tiers)->Describe()["speculative_num_steps"], 5);
+}
+
+TEST(StaticPolicyTest, NonSpeculativeRequestsGetZero) {
+  StaticPolicy p(4);
+  PolicyInput in = Batch(3);
+  in.requests[1].speculative = false;
+  EXPECT_EQ(p.Decide(in), (std::vector<int32_t>{4, 0, 4}));
+}
+
+}  // namespace
+}  // namespace splitspec::router

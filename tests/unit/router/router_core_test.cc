@@ -1,0 +1,479 @@
+// RouterCore against in-process fake workers: batching, admission, queue limit, cancel,
+// worker failures, stop conditions, bad input, greedy correctness for every policy.
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include <condition_variable>
+#include <mutex>
+#include "gtest/gtest.h"
+#include "tests/unit/router/router_harness.h"
+
+namespace splitspec::router::testing {
+namespace {
+
+TEST(RouterCoreTest, SubmitBeforeInitIsRefused) {
+  Harness h("none");
+  auto id = h.Submit(Prompt(1, 8), 4);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(RouterCoreTest, PlainDecodeMatchesReference) {
+  Harness h("none");
+  ASSERT_TRUE(h.core->Init().ok());
+  auto id = h.Submit(Prompt(1, 8), 12);
+  ASSERT_TRUE(id.ok());
+  h.RunUntilIdle();
+  const Collected& c = h.out[*id];
+  EXPECT_EQ(c.tokens, ReferenceGeneration(Prompt(1, 8), 12));
+  EXPECT_TRUE(c.finished);
+  EXPECT_EQ(c.final_event.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(c.final_event.usage.prompt_tokens, 8);
+  EXPECT_EQ(c.final_event.usage.completion_tokens, 12);
+  EXPECT_EQ(c.final_event.usage.steps, 12);  // prefill + 11 decode steps, one token each
+  EXPECT_EQ(c.final_event.usage.drafted_tokens, 0);
+  EXPECT_TRUE(h.drafters[0]->proposed_ids.empty());
+  EXPECT_TRUE(h.verifier.sessions.empty());  // released at the end
+  EXPECT_TRUE(h.verifier.released.count(*id));
+}
+
+TEST(RouterCoreTest, StaticSpeculationMatchesReferenceAndCountsUsage) {
+  Harness h("static:3");
+  ASSERT_TRUE(h.core->Init().ok());
+  auto id = h.Submit(Prompt(2, 10), 40);
+  ASSERT_TRUE(id.ok());
+  h.RunUntilIdle();
+  const Collected& c = h.out[*id];
+  EXPECT_EQ(c.tokens, ReferenceGeneration(Prompt(2, 10), 40));
+  const Usage& u = c.final_event.usage;
+  EXPECT_GT(u.drafted_tokens, 0);
+  EXPECT_GT(u.accepted_tokens, 0);
+  EXPECT_LE(u.accepted_tokens, u.drafted_tokens);
+  EXPECT_LT(u.steps, 40);  // speculation saved steps
+  EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
+  EXPECT_TRUE(h.verifier.protocol_errors.empty());
+  EXPECT_TRUE(h.drafters[0]->released.count(*id));
+  ServerInfo info = h.core->Snapshot();
+  EXPECT_EQ(info.policy, "static:3");
+  EXPECT_GT(info.mean_accept_length, 1.0);
+  EXPECT_EQ(info.completed, 1);
+}
+
+TEST(RouterCoreTest, ContinuousBatchingJoinsAndLeavesBetweenSteps) {
+  Harness h("static:2");
+  ASSERT_TRUE(h.core->Init().ok());
+  // Requests of different lengths; a fourth arrives while the others run.
+  auto a = h.Submit(Prompt(3, 5), 6);
+  auto b = h.Submit(Prompt(4, 9), 30);
+  auto c = h.Submit(Prompt(5, 7), 15);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  h.core->RunStep();
+  h.core->RunStep();
+  EXPECT_EQ(h.verifier.batch_sizes.back(), 3);
+  int unfinished = 0;
+  for (RequestId x : {*a, *b, *c}) unfinished += h.out[x].finished ? 0 : 1;
+  auto d = h.Submit(Prompt(6, 4), 20);
+  ASSERT_TRUE(d.ok());
+  h.core->RunStep();
+  // The newcomer joined the running requests in the very next step.
+  EXPECT_EQ(h.verifier.batch_sizes.back(), unfinished + 1);
+  const size_t joined_at = h.verifier.batch_sizes.size() - 1;
+  h.RunUntilIdle();
+  // From then on nobody joins: batches only shrink as requests leave.
+  for (size_t i = joined_at + 1; i < h.verifier.batch_sizes.size(); ++i) {
+    EXPECT_LE(h.verifier.batch_sizes[i], h.verifier.batch_sizes[i - 1]);
+  }
+  EXPECT_LT(h.verifier.batch_sizes.back(), unfinished + 1);
+  EXPECT_EQ(h.out[*a].tokens, ReferenceGeneration(Prompt(3, 5), 6));
+  EXPECT_EQ(h.out[*b].tokens, ReferenceGeneration(Prompt(4, 9), 30));
+  EXPECT_EQ(h.out[*c].tokens, ReferenceGeneration(Prompt(5, 7), 15));
+  EXPECT_EQ(h.out[*d].tokens, ReferenceGeneration(Prompt(6, 4), 20));
+}
+
+TEST(RouterCoreTest, AdmissionWaitsForKvBlocks) {
+  RouterOptions opt;
+  opt.max_k = 3;
+  Harness h("none", opt);
+  // Each request needs ceil((16 + 12 + 3 + 1) / 16) = 2 blocks; 5 blocks hold two of them.
+  h.verifier.total_blocks = 5;
+  ASSERT_TRUE(h.core->Init().ok());
+  std::vector<RequestId> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto id = h.Submit(Prompt(10 + i, 16), 12);
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  h.core->RunStep();
+  ServerInfo info = h.core->Snapshot();
+  EXPECT_EQ(info.running, 2);
+  EXPECT_EQ(info.queue_depth, 1);
+  EXPECT_EQ(info.reserved_blocks, 4);
+  EXPECT_EQ(h.verifier.sessions.size(), 2u);
+  h.RunUntilIdle();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(h.out[ids[i]].tokens, ReferenceGeneration(Prompt(10 + i, 16), 12));
+  }
+  EXPECT_EQ(h.core->Snapshot().reserved_blocks, 0);
+}
+
+TEST(RouterCoreTest, RequestThatCanNeverFitIsInvalid) {
+  Harness h("none");
+  h.verifier.total_blocks = 2;
+  ASSERT_TRUE(h.core->Init().ok());
+  auto id = h.Submit(Prompt(1, 40), 10);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RouterCoreTest, QueueLimitAnswersResourceExhausted) {
+  RouterOptions opt;
+  opt.max_queue = 2;
+  Harness h("none", opt);
+  ASSERT_TRUE(h.core->Init().ok());
+  EXPECT_TRUE(h.Submit(Prompt(1, 4), 4).ok());
+  EXPECT_TRUE(h.Submit(Prompt(2, 4), 4).ok());
+  EXPECT_EQ(h.Submit(Prompt(3, 4), 4).status().code(), absl::StatusCode::kResourceExhausted);
+  h.core->RunStep();  // both admitted: the queue has room again
+  EXPECT_TRUE(h.Submit(Prompt(3, 4), 4).ok());
+}
+
+TEST(RouterCoreTest, BadInputIsInvalidArgument) {
+  Harness h("none");
+  ASSERT_TRUE(h.core->Init().ok());
+  EXPECT_EQ(h.Submit({}, 4).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(h.Submit({1, kFakeVocab}, 4).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(h.Submit({1, -2}, 4).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(h.Submit({1, 2}, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  GenerateRequest stop;
+  stop.stop = {"x"};  // no detokenizer configured
+  EXPECT_EQ(h.Submit({1, 2}, 4, stop).status().code(), absl::StatusCode::kInvalidArgument);
+  GenerateRequest pool;
+  pool.drafter = "nope";
+  EXPECT_EQ(h.Submit({1, 2}, 4, pool).status().code(), absl::StatusCode::kInvalidArgument);
+  GenerateRequest sampling;
+  sampling.sampling.top_p = 0;
+  EXPECT_EQ(h.Submit({1, 2}, 4, sampling).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RouterCoreTest, CancelRunningReleasesSessionsOnBothWorkers) {
+  Harness h("static:3");
+  ASSERT_TRUE(h.core->Init().ok());
+  auto id = h.Submit(Prompt(7, 12), 200);
+  ASSERT_TRUE(id.ok());
+  h.core->RunStep();
+  h.core->RunStep();
+  ASSERT_TRUE(h.verifier.sessions.count(*id));
+  ASSERT_TRUE(h.drafters[0]->sessions.count(*id));
+  ASSERT_TRUE(h.core->Cancel(*id).ok());
+  h.core->RunStep();
+  const Collected& c = h.out[*id];
+  EXPECT_TRUE(c.finished);
+  EXPECT_EQ(c.final_event.finish_reason, FinishReason::kCancelled);
+  EXPECT_EQ(c.final_event.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE(h.verifier.sessions.count(*id));
+  EXPECT_FALSE(h.drafters[0]->sessions.count(*id));
+  EXPECT_TRUE(h.verifier.released.count(*id));
+  EXPECT_TRUE(h.drafters[0]->released.count(*id));
+  EXPECT_TRUE(h.core->Idle());
+  EXPECT_EQ(h.core->Cancel(*id).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(RouterCoreTest, CancelQueuedNeverTouchesWorkers) {
+  Harness h("static:3");
+  ASSERT_TRUE(h.core->Init().ok());
+  auto id = h.Submit(Prompt(8, 12), 20);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(h.core->Cancel(*id).ok());
+  h.core->RunStep();
+  EXPECT_EQ(h.out[*id].final_event.finish_reason, FinishReason::kCancelled);
+  EXPECT_EQ(h.verifier.prefill_calls, 0);
+  EXPECT_TRUE(h.core->Idle());
+}
+
+TEST(RouterCoreTest, DrafterFailureMeansPlainDecodeNotError) {
+  Harness h("static:4");
+  h.drafters[0]->failures_left = 1000000;
+  ASSERT_TRUE(h.core->Init().ok());
+  auto id = h.Submit(Prompt(9, 6), 25);
+  ASSERT_TRUE(id.ok());
+  h.RunUntilIdle();
+  const Collected& c = h.out[*id];
+  EXPECT_EQ(c.final_event.finish_reason, FinishReason::kLength);
+  EXPECT_TRUE(c.final_event.status.ok());
+  EXPECT_EQ(c.final_event.usage.drafted_tokens, 0);
+  EXPECT_EQ(c.tokens, ReferenceGeneration(Prompt(9, 6), 25));
+  EXPECT_GT(h.drafters[0]->calls, 0);
+  // The drafter may hold a session from a half-done call: it is released too.
+  EXPECT_TRUE(h.drafters[0]->released.count(*id));
+}
+
+TEST(RouterCoreTest, DrafterRecoversWithAFullResend) {
+  Harness h("static:3");
+  ASSERT_TRUE(h.core->Init().ok());
+  auto id = h.Submit(Prompt(11, 6), 60);
+  ASSERT_TRUE(id.ok());
+  for (int i = 0; i < 4; ++i) h.core->RunStep();
+  h.drafters[0]->failures_left = 2;
+  h.RunUntilIdle();
+  EXPECT_EQ(h.out[*id].tokens, ReferenceGeneration(Prompt(11, 6), 60));
+  EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
+  EXPECT_GT(h.out[*id].final_event.usage.drafted_tokens, 0);
+}
+
+TEST(RouterCoreTest, VerifierFailureFailsTheStepsRequestsCleanly) {
+  Harness h("static:2");
+  ASSERT_TRUE(h.core->Init().ok());
+  auto a = h.Submit(Prompt(12, 6), 50);
+  auto b = h.Submit(Prompt(13, 6), 50);
+  ASSERT_TRUE(a.ok() && b.ok());
+  h.core->RunStep();
+  h.verifier.fail_verify = true;
+  h.core->RunStep();
+  for (RequestId id : {*a, *b}) {
+    const Collected& c = h.out[id];
+    EXPECT_TRUE(c.finished);
+    EXPECT_EQ(c.final_event.finish_reason, FinishReason::kError);
+    EXPECT_EQ(c.final_event.status.code(), absl::StatusCode::kUnavailable);
+    EXPECT_TRUE(h.verifier.released.count(id));
+  }
+  EXPECT_TRUE(h.core->Idle());
+  // The router keeps serving once the verifier is back.
+  h.verifier.fail_verify = false;
+  auto c = h.Submit(Prompt(14, 6), 10);
+  ASSERT_TRUE(c.ok());
+  h.RunUntilIdle();
+  EXPECT_EQ(h.out[*c].tokens, ReferenceGeneration(Prompt(14, 6), 10));
+}
+
+TEST(RouterCoreTest, PrefillFailureFailsOnlyThoseRequests) {
+  Harness h("none");
+  ASSERT_TRUE(h.core->Init().ok());
+  h.verifier.fail_prefill = true;
+  auto a = h.Submit(Prompt(15, 6), 5);
+  ASSERT_TRUE(a.ok());
+  h.core->RunStep();
+  EXPECT_EQ(h.out[*a].final_event.finish_reason, FinishReason::kError);
+  EXPECT_TRUE(h.core->Idle());
+}
+
+TEST(RouterCoreTest, EosStopsAndIsNotStreamed) {
+  const std::vector<int32_t> ref = ReferenceGeneration(Prompt(16, 6), 30);
+  RouterOptions opt;
+  opt.eos_token_id = ref[9];
+  const size_t first = std::find(ref.begin(), ref.end(), ref[9]) - ref.begin();
+  Harness h("static:3", opt);
+  ASSERT_TRUE(h.core->Init().ok());
+  auto id = h.Submit(Prompt(16, 6), 30);
+  ASSERT_TRUE(id.ok());
+  h.RunUntilIdle();
+  const Collected& c = h.out[*id];
+  EXPECT_EQ(c.final_event.finish_reason, FinishReason::kEos);
+  EXPECT_EQ(c.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + first));
+  EXPECT_EQ(c.final_event.usage.completion_tokens, static_cast<int32_t>(first) + 1);
+
+  // ignore_eos runs to max_tokens.
+  GenerateRequest extra;
+  extra.ignore_eos = true;
+  auto id2 = h.Submit(Prompt(16, 6), 30, extra);
+  ASSERT_TRUE(id2.ok());
+  h.RunUntilIdle();
+  EXPECT_EQ(h.out[*id2].tokens, ref);
+}
+
+TEST(RouterCoreTest, StopStringStopsAtTheCompletingToken) {
+  const std::vector<int32_t> ref = ReferenceGeneration(Prompt(17, 6), 40);
+  RouterOptions opt;
+  opt.detokenize = [](absl::Span<const int32_t> t) {
+    std::string s;
+    for (int32_t x : t) s += "<" + std::to_string(x) + ">";
+    return s;
+  };
+  Harness h("static:4", opt);
+  ASSERT_TRUE(h.core->Init().ok());
+  GenerateRequest extra;
+  // The stop string spans two tokens, so it only appears once the second one is generated.
+  const std::string stop = std::to_string(ref[20]) + "><" + std::to_string(ref[21]) + ">";
+  extra.stop = {"never-there", stop};
+  auto id = h.Submit(Prompt(17, 6), 40, extra);
+  ASSERT_TRUE(id.ok());
+  h.RunUntilIdle();
+  const Collected& c = h.out[*id];
+  EXPECT_EQ(c.final_event.finish_reason, FinishReason::kStopString);
+  EXPECT_EQ(c.final_event.matched_stop, stop);
+  // The first place the stop string completes may be earlier than index 21 if the pattern
+  // repeats; compute it from the reference independently.
+  std::string text;
+  size_t expect_len = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    text += "<" + std::to_string(ref[i]) + ">";
+    if (text.find(stop) != std::string::npos) {
+      expect_len = i + 1;
+      break;
+    }
+  }
+  ASSERT_GT(expect_len, 0u);
+  EXPECT_EQ(c.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + expect_len));
+}
+
+// Greedy correctness: whatever a policy asks for and whatever the drafter guesses, the
+// output is exactly the target's greedy sequence.
+class GreedyCorrectnessTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GreedyCorrectnessTest, OutputIsTheTargetSequence) {
+  nlohmann::json config = nlohmann::json::object();
+  std::string name = GetParam();
+  if (name == "smartspec-request") {
+    name = "smartspec";
+    config["granularity"] = "request";
+  }
+  if (name == "sglang-tiers") config = {{"warmup_batches", 2}, {"update_interval", 2}};
+  RouterOptions opt;
+  opt.max_k = 6;
+  Harness h(name, opt, config, /*n_drafters=*/2);
+  ASSERT_TRUE(h.core->Init().ok());
+  std::vector<std::pair<RequestId, std::vector<int32_t>>> expected;
+  for (int i = 0; i < 8; ++i) {
+    const int32_t len = 3 + (i * 7) % 20, n = 10 + (i * 13) % 50;
+    auto id = h.Submit(Prompt(100 + i, len), n);
+    ASSERT_TRUE(id.ok());
+    expected.push_back({*id, ReferenceGeneration(Prompt(100 + i, len), n)});
+    if (i % 3 == 0) h.core->RunStep();  // staggered arrivals
+  }
+  h.RunUntilIdle();
+  for (const auto& [id, ref] : expected) {
+    EXPECT_EQ(h.out[id].tokens, ref) << "request " << id;
+    EXPECT_EQ(h.out[id].final_event.finish_reason, FinishReason::kLength);
+  }
+  for (const auto& d : h.drafters) {
+    EXPECT_TRUE(d->protocol_errors.empty()) << d->protocol_errors[0];
+  }
+  EXPECT_TRUE(h.verifier.protocol_errors.empty());
+  EXPECT_TRUE(h.verifier.sessions.empty());
+  for (const auto& d : h.drafters) EXPECT_TRUE(d->sessions.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPolicies, GreedyCorrectnessTest,
+                         ::testing::Values("none", "static:1", "static:5", "smartspec",
+                                           "smartspec-request", "sglang-tiers", "analytical",
+                                           "fsm", "cache-fsm"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           std::replace_if(s.begin(), s.end(),
+                                           [](char c) { return !isalnum(c); }, '_');
+                           return s;
+                         });
+
+TEST(RouterCoreTest, PoolSelectionPrefersTheMoreAccurateDrafter) {
+  RouterOptions opt;
+  opt.max_k = 4;
+  opt.pool_selection.explore_observations = 8;
+  Harness h("static:4", opt, nlohmann::json::object(), 0);
+  h.drafters.push_back(std::make_unique<FakeDrafter>(0.95, 7));
+  h.drafters.push_back(std::make_unique<FakeDrafter>(0.05, 8));
+  h.pool_names = {"good", "poor"};
+  h.Build("static:4", opt, nlohmann::json::object());
+  ASSERT_TRUE(h.core->Init().ok());
+  for (int i = 0; i < 30; ++i) {
+    auto id = h.Submit(Prompt(200 + i, 8), 30);
+    ASSERT_TRUE(id.ok());
+    h.RunUntilIdle();
+    EXPECT_EQ(h.out[*id].tokens, ReferenceGeneration(Prompt(200 + i, 8), 30));
+  }
+  // Both pools got explored, and the accurate one did most of the drafting.
+  EXPECT_GT(h.drafters[1]->tokens_proposed, 0);
+  EXPECT_GT(h.drafters[0]->tokens_proposed, 3 * h.drafters[1]->tokens_proposed);
+  ServerInfo info = h.core->Snapshot();
+  EXPECT_GT(info.mean_accept_length_by_pool["good"], info.mean_accept_length_by_pool["poor"]);
+}
+
+TEST(RouterCoreTest, SmartSpecDisablesDrafterPrefillWhenSpeculationNeverPays) {
+  // With an absurdly expensive drafter goodput always picks k = 0, so after the window fills
+  // new requests are admitted non-speculative and never reach the drafter.
+  Harness h("smartspec", RouterOptions{}, {{"prefill_window", 4}});
+  LatencyModel expensive;
+  expensive.set_drafter("pool0", DrafterCost{false, {0, 0, 10.0}, 0});
+  auto p = MakePolicy("smartspec", {{"prefill_window", 4}});
+  ASSERT_TRUE(p.ok());
+  h.core = std::make_unique<RouterCore>(RouterOptions{}, &h.verifier,
+                                        DrafterPools{{"pool0", h.drafters[0].get()}},
+                                        std::move(*p), expensive, &h.clock);
+  ASSERT_TRUE(h.core->Init().ok());
+  auto first = h.Submit(Prompt(300, 8), 20);
+  ASSERT_TRUE(first.ok());
+  h.RunUntilIdle();
+  auto second = h.Submit(Prompt(301, 8), 20);
+  ASSERT_TRUE(second.ok());
+  h.RunUntilIdle();
+  EXPECT_EQ(h.out[*second].tokens, ReferenceGeneration(Prompt(301, 8), 20));
+  EXPECT_TRUE(h.drafters[0]->proposed_ids.empty());
+  EXPECT_GT(h.core->Snapshot().policy_state["disabled_prefills"].get<int64_t>(), 0);
+}
+
+// Submitters and cancellers on other threads while the loop thread steps (run under TSan).
+TEST(RouterCoreTest, ConcurrentSubmitAndCancel) {
+  FakeVerifier verifier;
+  FakeDrafter drafter;
+  SteadyClock clock;
+  auto p = MakePolicy("static:2", nlohmann::json::object());
+  ASSERT_TRUE(p.ok());
+  RouterCore core(RouterOptions{}, &verifier, {{"d", &drafter}}, std::move(*p), LatencyModel(),
+                  &clock);
+  ASSERT_TRUE(core.Init().ok());
+  std::mutex mu;  // std::, not absl::: TSan sees through pthread (see router/mutex.h)
+  std::condition_variable done;
+  int finished = 0;
+  std::map<RequestId, std::vector<int32_t>> tokens;
+  std::atomic<bool> stop{false};
+  std::thread loop([&] {
+    while (!stop.load()) {
+      if (!core.RunStep()) core.WaitForWork(absl::Milliseconds(5));
+    }
+  });
+  constexpr int kThreads = 4, kPerThread = 10;
+  std::vector<std::thread> clients;
+  std::vector<std::vector<std::pair<RequestId, int32_t>>> submitted(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const int seed = t * 100 + i;
+        GenerateRequest r;
+        r.prompt = Prompt(seed, 5);
+        r.max_tokens = 8 + i;
+        auto id = core.Submit(r, [&](const StreamEvent& e) {
+          std::lock_guard<std::mutex> lock(mu);
+          auto& v = tokens[e.id];
+          v.insert(v.end(), e.tokens.begin(), e.tokens.end());
+          if (e.finished && ++finished == kThreads * kPerThread) done.notify_all();
+        });
+        ASSERT_TRUE(id.ok());
+        submitted[t].push_back({*id, seed});
+        if (i % 4 == 3) (void)core.Cancel(*id);  // may race with completion: both fine
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    done.wait(lock, [&] { return finished == kThreads * kPerThread; });
+  }
+  stop = true;
+  loop.join();
+  std::lock_guard<std::mutex> lock(mu);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      const auto [id, seed] = submitted[t][i];
+      const auto ref = ReferenceGeneration(Prompt(seed, 5), 8 + i);
+      const auto& got = tokens[id];
+      // Cancelled ones stop early but never stream a wrong token.
+      ASSERT_LE(got.size(), ref.size());
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), ref.begin()));
+      if (i % 4 != 3) {
+        EXPECT_EQ(got, ref);
+      }
+    }
+  }
+  EXPECT_TRUE(verifier.sessions.empty());
+  EXPECT_TRUE(drafter.sessions.empty());
+}
+
+}  // namespace
+}  // namespace splitspec::router::testing

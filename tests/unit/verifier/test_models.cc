@@ -1,0 +1,73 @@
+// Test model directories and the greedy reference (see test_models.h).
+#include "tests/unit/verifier/test_models.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "common/engine/backend.h"
+#include "common/engine/generation/generate.h"
+#include "common/engine/model/draft_maker.h"
+#include "common/engine/model/llama_model.h"
+#include "common/engine/model/model_maker.h"
+
+namespace splitspec::testing {
+namespace {
+
+void Die(const std::string& what) {
+  std::fprintf(stderr, "test models: %s\n", what.c_str());
+  std::abort();
+}
+
+std::string* g_root = nullptr;
+
+void RemoveRoot() {
+  if (g_root == nullptr) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(*g_root, ignored);
+}
+
+TestModels MakeTestModels() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "splitspec-models-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) Die("mkdtemp failed");
+  g_root = new std::string(pattern);
+  std::atexit(RemoveRoot);
+  TestModels models;
+  models.target_dir = pattern + "/target";
+  models.draft_dir = pattern + "/draft";
+  engine::MakeModelOptions options;
+  options.preset = "tiny";
+  options.out_dir = models.target_dir;
+  options.seed = 7;
+  if (absl::Status s = engine::MakeModel(options); !s.ok()) Die(std::string(s.message()));
+  if (absl::Status s = engine::MakeDraftModel(models.target_dir, 1, models.draft_dir); !s.ok()) {
+    Die(std::string(s.message()));
+  }
+  return models;
+}
+
+}  // namespace
+
+const TestModels& GetTestModels() {
+  static const TestModels* models = new TestModels(MakeTestModels());
+  return *models;
+}
+
+std::vector<int32_t> GreedyReference(const std::string& model_dir, const std::vector<int32_t>& prompt, int n) {
+  std::unique_ptr<engine::Backend> backend = engine::CreateCpuBackend();
+  auto model = engine::LlamaModel::Load(model_dir, *backend);
+  if (!model.ok()) Die(std::string(model.status().message()));
+  auto kv = (*model)->CreateKvCache(256, 16);
+  if (!kv.ok()) Die(std::string(kv.status().message()));
+  engine::GenerateOptions options;
+  options.max_tokens = n;
+  auto tokens = engine::GenerateTokens(**model, **kv, prompt, options);
+  if (!tokens.ok()) Die(std::string(tokens.status().message()));
+  kv->reset();
+  model->reset();
+  return *tokens;
+}
+
+}  // namespace splitspec::testing

@@ -1,0 +1,76 @@
+// `splitspec generate-remote` (and `splitspec generate --router ADDR`, which dispatches here):
+// streams a generation from a running router and prints one summary line at the end.
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "common/rpc/worker_clients.h"
+#include "splitspec/v1/router.grpc.pb.h"
+#include "tools/command.h"
+
+namespace splitspec::tools {
+namespace {
+
+const char* FinishName(v1::FinishReason reason) {
+  switch (reason) {
+    case v1::FINISH_REASON_LENGTH: return "length";
+    case v1::FINISH_REASON_STOP: return "stop";
+    case v1::FINISH_REASON_EOS: return "eos";
+    default: return "unspecified";
+  }
+}
+
+int RunGenerateRemote(const Args& args) {
+  const std::string router = args.Require("router");
+  const std::string prompt = args.Require("prompt");
+  v1::GenerateRequest request;
+  request.set_text(prompt);
+  request.set_max_tokens(static_cast<int32_t>(args.GetInt("max-tokens", 64)));
+  if (args.Has("stop")) request.add_stop(args.GetString("stop"));
+  request.set_ignore_eos(args.Has("ignore-eos"));
+  request.set_drafter(args.GetString("drafter"));
+  request.mutable_sampling()->set_temperature(static_cast<float>(args.GetDouble("temperature", 0.0)));
+  request.mutable_sampling()->set_top_k(static_cast<int32_t>(args.GetInt("top-k", 0)));
+  request.mutable_sampling()->set_top_p(static_cast<float>(args.GetDouble("top-p", 1.0)));
+  request.mutable_sampling()->set_seed(static_cast<uint64_t>(args.GetInt("seed", 0)));
+  const bool quiet = args.Has("quiet");
+  args.CheckAllUsed();
+
+  auto stub = v1::Router::NewStub(rpc::MakeChannel(router));
+  grpc::ClientContext context;
+  const auto start = std::chrono::steady_clock::now();
+  auto reader = stub->Generate(&context, request);
+  v1::GenerateResponse response;
+  v1::GenerateResponse last;
+  while (reader->Read(&response)) {
+    if (!quiet) {
+      std::fwrite(response.text().data(), 1, response.text().size(), stdout);
+      std::fflush(stdout);
+    }
+    last = response;
+  }
+  const grpc::Status status = reader->Finish();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!quiet) std::printf("\n");
+  if (!status.ok()) {
+    std::fprintf(stderr, "error: %s (%d)\n", status.error_message().c_str(), static_cast<int>(status.error_code()));
+    return 1;
+  }
+  const v1::Usage& usage = last.usage();
+  const double per_step = usage.steps() > 0 ? static_cast<double>(usage.completion_tokens()) / usage.steps() : 0.0;
+  std::printf("[%d tokens, %d steps, mean accept length %.2f (%d/%d drafts accepted), %.1f tokens/s, finish %s]\n",
+              usage.completion_tokens(), usage.steps(), per_step, usage.accepted_tokens(), usage.drafted_tokens(),
+              seconds > 0 ? usage.completion_tokens() / seconds : 0.0, FinishName(last.finish_reason()));
+  return 0;
+}
+
+RegisterCommand kRegister("generate-remote",
+                          "stream a generation from a running router: --router ADDR --prompt TEXT "
+                          "[--max-tokens N] [--stop S] [--ignore-eos] [--drafter POOL] [--temperature T]",
+                          RunGenerateRemote);
+
+}  // namespace
+}  // namespace splitspec::tools

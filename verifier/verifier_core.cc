@@ -1,0 +1,278 @@
+// Verifier core (see verifier_core.h).
+#include "verifier/verifier_core.h"
+
+#include <chrono>
+#include <unordered_set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/spec/draft_tree.h"
+
+namespace splitspec::verifier {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string BaseName(const std::string& path) {
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  const size_t slash = trimmed.rfind('/');
+  return slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+}
+
+// The draft tree of a proposal, validated against the vocabulary and node budget. Dense
+// per-node draft probabilities (n_nodes * vocab) become the sparse form DraftTree keeps.
+absl::StatusOr<spec::DraftTree> BuildTree(const spec::DraftProposal& draft, int32_t vocab, int32_t max_nodes) {
+  spec::DraftTreeLimits limits;
+  limits.vocab_size = vocab;
+  limits.max_nodes = max_nodes;
+  if (draft.tokens.size() > static_cast<size_t>(max_nodes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("draft has ", draft.tokens.size(), " nodes; this verifier accepts at most ", max_nodes));
+  }
+  std::vector<spec::DraftDistribution> dists;
+  if (!draft.probs.empty()) {
+    if (draft.probs.size() != draft.tokens.size() * static_cast<size_t>(vocab)) {
+      return absl::InvalidArgumentError(absl::StrCat("draft probs has ", draft.probs.size(),
+                                                     " values; expected nodes * vocab = ",
+                                                     draft.tokens.size() * static_cast<size_t>(vocab)));
+    }
+    for (size_t i = 0; i < draft.tokens.size(); ++i) {
+      dists.push_back(spec::DraftDistribution::FromDense(
+          absl::MakeConstSpan(draft.probs).subspan(i * vocab, vocab)));
+    }
+  }
+  return spec::DraftTree::Create(draft.tokens, draft.parents, std::move(dists), limits);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<VerifierCore>> VerifierCore::Create(const VerifierOptions& options) {
+  if (options.kv_blocks <= 0 || options.block_size <= 0) {
+    return absl::InvalidArgumentError("kv_blocks and block_size must be positive");
+  }
+  if (options.max_draft_tokens < 0) return absl::InvalidArgumentError("max_draft_tokens must be >= 0");
+  engine::CpuBackendOptions backend_options;
+  backend_options.n_threads = options.n_threads;
+  std::unique_ptr<engine::Backend> backend = engine::CreateCpuBackend(backend_options);
+  absl::StatusOr<std::unique_ptr<engine::LlamaModel>> model = engine::LlamaModel::Load(options.model_dir, *backend);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<std::unique_ptr<engine::KvCache>> kv = (*model)->CreateKvCache(options.kv_blocks, options.block_size);
+  if (!kv.ok()) return kv.status();
+  return std::unique_ptr<VerifierCore>(
+      new VerifierCore(options, std::move(backend), std::move(*model), std::move(*kv)));
+}
+
+VerifierCore::VerifierCore(const VerifierOptions& options, std::unique_ptr<engine::Backend> backend,
+                           std::unique_ptr<engine::LlamaModel> model, std::unique_ptr<engine::KvCache> kv)
+    : options_(options),
+      backend_(std::move(backend)),
+      model_(std::move(model)),
+      kv_(std::move(kv)),
+      model_name_(BaseName(options.model_dir)) {}
+
+VerifierCore::~VerifierCore() {
+  // The KV cache and model hold backend memory: free them before the backend.
+  kv_.reset();
+  model_.reset();
+}
+
+int32_t VerifierCore::vocab_size() const { return model_->config().vocab_size; }
+
+absl::Status VerifierCore::CheckTokens(const std::vector<int32_t>& tokens, const char* what,
+                                       spec::RequestId id) const {
+  const int32_t vocab = vocab_size();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", id, ": ", what, " token ", i, " is ", tokens[i],
+                                                     ", outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int32_t VerifierCore::NextToken(Session& session, const float* logits) const {
+  return engine::SampleToken(absl::MakeConstSpan(logits, vocab_size()), session.sampling, *session.rng);
+}
+
+absl::StatusOr<std::vector<spec::PrefillResult>> VerifierCore::Prefill(const std::vector<spec::PrefillItem>& items) {
+  const int32_t max_positions = model_->config().max_position_embeddings;
+  std::unordered_set<spec::RequestId> seen;
+  for (const spec::PrefillItem& item : items) {
+    if (!seen.insert(item.id).second) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, " appears twice in one prefill"));
+    }
+    if (sessions_.count(item.id)) {
+      return absl::AlreadyExistsError(absl::StrCat("request ", item.id, " already has a session"));
+    }
+    if (item.tokens.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": empty prompt"));
+    }
+    if (static_cast<int64_t>(item.tokens.size()) >= max_positions) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": prompt of ", item.tokens.size(),
+                                                     " tokens leaves no room in the model's context of ",
+                                                     max_positions));
+    }
+    if (absl::Status s = CheckTokens(item.tokens, "prompt", item.id); !s.ok()) return s;
+    if (absl::Status s = engine::ValidateSamplingParams(item.sampling); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": ", s.message()));
+    }
+  }
+  if (items.empty()) return std::vector<spec::PrefillResult>();
+
+  std::vector<engine::SequenceStep> steps;
+  steps.reserve(items.size());
+  for (const spec::PrefillItem& item : items) {
+    if (absl::Status s = kv_->AddSequence(item.id); !s.ok()) {
+      for (const engine::SequenceStep& step : steps) kv_->Release(step.seq);
+      return s;
+    }
+    engine::SequenceStep step;
+    step.seq = item.id;
+    step.tokens = item.tokens;
+    step.logit_nodes = {static_cast<int32_t>(item.tokens.size()) - 1};
+    steps.push_back(std::move(step));
+  }
+  engine::ForwardResult forward;
+  if (absl::Status s = model_->Forward(steps, *kv_, &forward); !s.ok()) {
+    for (const engine::SequenceStep& step : steps) kv_->Release(step.seq);
+    return s;
+  }
+  std::vector<spec::PrefillResult> results;
+  results.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    Session session;
+    session.sampling = items[i].sampling;
+    session.rng = std::make_unique<engine::Rng>(items[i].sampling.seed);
+    session.pending = NextToken(session, forward.Row(static_cast<int64_t>(i)));
+    results.push_back(spec::PrefillResult{items[i].id, session.pending});
+    sessions_.emplace(items[i].id, std::move(session));
+  }
+  return results;
+}
+
+absl::StatusOr<spec::VerifyResponse> VerifierCore::Verify(const std::vector<spec::VerifyItem>& items) {
+  const auto start = Clock::now();
+  const int32_t max_positions = model_->config().max_position_embeddings;
+  std::vector<spec::DraftTree> trees;
+  trees.reserve(items.size());
+  std::unordered_set<spec::RequestId> seen;
+  for (const spec::VerifyItem& item : items) {
+    if (!seen.insert(item.id).second) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, " appears twice in one verify batch"));
+    }
+    auto it = sessions_.find(item.id);
+    if (it == sessions_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown session: request ", item.id,
+                                                     " was never prefilled here or was released"));
+    }
+    absl::StatusOr<spec::DraftTree> tree = BuildTree(item.draft, vocab_size(), options_.max_draft_tokens);
+    if (!tree.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": malformed draft tree: ",
+                                                     tree.status().message()));
+    }
+    if (kv_->Length(item.id) + 1 + tree->max_depth() > max_positions) {
+      return absl::OutOfRangeError(absl::StrCat("request ", item.id, ": the draft runs past the model's context of ",
+                                                max_positions, " tokens"));
+    }
+    if (!tree->empty() && !it->second.sampling.greedy()) {
+      return absl::UnimplementedError(
+          absl::StrCat("request ", item.id, ": speculative steps for sampled requests are not supported yet; ",
+                       "send an empty draft"));
+    }
+    trees.push_back(*std::move(tree));
+  }
+
+  spec::VerifyResponse response;
+  if (!items.empty()) {
+    // One step per session: the pending token as node 0, then the tree; logits at every node.
+    std::vector<engine::SequenceStep> steps;
+    std::vector<int32_t> bases;
+    std::vector<int32_t> first_row;
+    steps.reserve(items.size());
+    int32_t rows = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const Session& session = sessions_.at(items[i].id);
+      engine::SequenceStep step;
+      step.seq = items[i].id;
+      step.tokens = trees[i].TokensWithRoot(session.pending);
+      step.parents = trees[i].ParentsWithRoot();
+      step.logit_nodes.resize(step.tokens.size());
+      for (size_t n = 0; n < step.tokens.size(); ++n) step.logit_nodes[n] = static_cast<int32_t>(n);
+      bases.push_back(kv_->Length(items[i].id));
+      first_row.push_back(rows);
+      rows += static_cast<int32_t>(step.tokens.size());
+      steps.push_back(std::move(step));
+    }
+    engine::ForwardResult forward;
+    if (absl::Status s = model_->Forward(steps, *kv_, &forward); !s.ok()) return s;
+
+    response.results.reserve(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      Session& session = sessions_.at(items[i].id);
+      const spec::DraftTree& tree = trees[i];
+      // Walk down from the root: at each accepted node, the target's choice for the next
+      // token either matches one of its children (accept it and go on) or ends the step.
+      spec::VerifyResult result;
+      result.id = items[i].id;
+      std::vector<int32_t> accepted_nodes = {0};  // engine node indices (0 = pending token)
+      int32_t tree_node = -1;                     // DraftTree index of the current node
+      while (true) {
+        const int32_t engine_node = tree_node + 1;
+        const int32_t target = NextToken(session, forward.Row(first_row[i] + engine_node));
+        int32_t match = -1;
+        for (int32_t child = tree.first_child(tree_node); child >= 0; child = tree.next_sibling(child)) {
+          if (tree.token(child) == target) {
+            match = child;
+            break;
+          }
+        }
+        result.tokens.push_back(target);
+        if (match < 0) break;
+        accepted_nodes.push_back(match + 1);
+        tree_node = match;
+      }
+      result.accept_length = static_cast<int32_t>(result.tokens.size()) - 1;
+      if (absl::Status s = kv_->CommitPath(items[i].id, bases[i], accepted_nodes); !s.ok()) return s;
+      session.pending = result.tokens.back();
+      response.results.push_back(std::move(result));
+    }
+  }
+  response.compute_seconds = SecondsSince(start);
+  response.free_blocks = kv_->free_blocks();
+  response.total_blocks = kv_->total_blocks();
+  return response;
+}
+
+int32_t VerifierCore::Release(const std::vector<spec::RequestId>& ids) {
+  int32_t released = 0;
+  for (spec::RequestId id : ids) {
+    if (sessions_.erase(id) > 0) {
+      kv_->Release(id);
+      ++released;
+    }
+  }
+  return released;
+}
+
+spec::WorkerInfo VerifierCore::Info() const {
+  spec::WorkerInfo info;
+  info.model_name = model_name_;
+  info.vocab_size = vocab_size();
+  info.free_blocks = kv_->free_blocks();
+  info.total_blocks = kv_->total_blocks();
+  info.block_size = kv_->block_size();
+  info.max_draft_tokens = options_.max_draft_tokens;
+  info.live_sessions = static_cast<int32_t>(sessions_.size());
+  return info;
+}
+
+int32_t VerifierCore::KvLength(spec::RequestId id) const {
+  return sessions_.count(id) ? kv_->Length(id) : -1;
+}
+
+}  // namespace splitspec::verifier

@@ -1,0 +1,82 @@
+// The verifier's transport-free core: per-request sessions on the target model, prefill, and
+// batched verification of draft trees in ONE target forward followed by acceptance and a KV
+// commit of the accepted path. The gRPC service (verifier_service.h) is a thin adapter.
+//
+// Token bookkeeping (common/spec/worker_api.h): a session's KV holds every committed token but
+// the pending one; Verify feeds the pending token as node 0 followed by the draft nodes.
+//
+// Not thread-safe: callers serialise all calls (the service holds one mutex), which matches
+// the engine (one forward at a time).
+#ifndef SPLITSPEC_VERIFIER_VERIFIER_CORE_H_
+#define SPLITSPEC_VERIFIER_VERIFIER_CORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/engine/backend.h"
+#include "common/engine/kv/kv_cache.h"
+#include "common/engine/model/llama_model.h"
+#include "common/engine/sampling/sampler.h"
+#include "common/spec/worker_api.h"
+
+namespace splitspec::verifier {
+
+struct VerifierOptions {
+  std::string model_dir;
+  int32_t kv_blocks = 1024;
+  int32_t block_size = 16;
+  int32_t max_draft_tokens = 64;  // nodes per tree (k above this is INVALID_ARGUMENT)
+  int32_t n_threads = 0;          // CPU backend threads, 0 = all cores
+};
+
+class VerifierCore {
+ public:
+  // Loads the model from options.model_dir and sizes its KV cache.
+  static absl::StatusOr<std::unique_ptr<VerifierCore>> Create(const VerifierOptions& options);
+  ~VerifierCore();
+
+  // Starts one session per item (ALREADY_EXISTS for a live id) in one forward and returns each
+  // request's first generated token. All-or-nothing: on error no session is created.
+  absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(const std::vector<spec::PrefillItem>& items);
+
+  // One step for each item's session in one batched forward: greedy acceptance (longest path
+  // whose tokens match the target's argmax, then the target's own next token) or, for sampled
+  // sessions, a plain sampled decode. All-or-nothing on bad input (unknown session, token out
+  // of vocab, malformed tree, too many nodes, duplicate ids); results follow the item order.
+  absl::StatusOr<spec::VerifyResponse> Verify(const std::vector<spec::VerifyItem>& items);
+
+  // Frees the sessions' KV; unknown ids are ignored. Returns how many existed.
+  int32_t Release(const std::vector<spec::RequestId>& ids);
+
+  spec::WorkerInfo Info() const;
+  const std::string& model_dir() const { return options_.model_dir; }
+  int32_t vocab_size() const;
+  // Committed tokens in the session's KV (everything but the pending token), -1 if unknown.
+  int32_t KvLength(spec::RequestId id) const;
+
+ private:
+  struct Session {
+    int32_t pending = 0;  // last committed token, not yet in KV
+    engine::SamplingParams sampling;
+    std::unique_ptr<engine::Rng> rng;
+  };
+  VerifierCore(const VerifierOptions& options, std::unique_ptr<engine::Backend> backend,
+               std::unique_ptr<engine::LlamaModel> model, std::unique_ptr<engine::KvCache> kv);
+  absl::Status CheckTokens(const std::vector<int32_t>& tokens, const char* what, spec::RequestId id) const;
+  int32_t NextToken(Session& session, const float* logits) const;
+
+  VerifierOptions options_;
+  std::unique_ptr<engine::Backend> backend_;
+  std::unique_ptr<engine::LlamaModel> model_;
+  std::unique_ptr<engine::KvCache> kv_;
+  std::string model_name_;
+  std::unordered_map<spec::RequestId, Session> sessions_;
+};
+
+}  // namespace splitspec::verifier
+
+#endif  // SPLITSPEC_VERIFIER_VERIFIER_CORE_H_
