@@ -69,6 +69,32 @@ std::vector<uint8_t> ConvertTo(const TensorView& view, DType dtype) {
   return bytes;
 }
 
+// The part of a matrix a tensor-parallel shard holds: all of it, a 1/parts share of each named
+// tensor's rows (column-parallel layers), or a 1/parts share of its columns (row-parallel).
+struct Split {
+  enum class Axis { kNone, kRows, kCols };
+  Axis axis = Axis::kNone;
+  int part = 0;
+  int parts = 1;
+  bool whole() const { return axis == Axis::kNone || parts == 1; }
+};
+
+// Rows [row0, row0 + n_rows) x cols [col0, col0 + n_cols) of a (rows, cols) view, as bytes of
+// the view's dtype; `view` is repointed at `storage`, which must outlive it.
+void SliceView(int64_t row0, int64_t n_rows, int64_t col0, int64_t n_cols, std::vector<uint8_t>& storage,
+               TensorView& view) {
+  const int64_t cols = view.shape.back();
+  const size_t element = DTypeSize(view.dtype);
+  storage.resize(static_cast<size_t>(n_rows * n_cols) * element);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    std::memcpy(storage.data() + static_cast<size_t>(r * n_cols) * element,
+                view.data + static_cast<size_t>((row0 + r) * cols + col0) * element, static_cast<size_t>(n_cols) * element);
+  }
+  view.data = storage.data();
+  view.n_bytes = storage.size();
+  view.shape = view.shape.size() == 1 ? std::vector<int64_t>{n_cols} : std::vector<int64_t>{n_rows, n_cols};
+}
+
 // Loads tensors by name into backend memory, checking shapes, and frees them on failure.
 class WeightLoader {
  public:
@@ -83,17 +109,29 @@ class WeightLoader {
   int64_t bytes() const { return bytes_; }
 
   // A matrix kept in its file dtype (or f32 when asked), concatenating `names` along rows.
+  // Under a Split, only this shard's rows of each named tensor (or columns) are loaded.
   absl::StatusOr<Tensor> Matrix(const std::vector<std::string>& names, const std::vector<int64_t>& rows_each,
-                                int64_t cols) {
+                                int64_t cols, const Split& split = {}) {
     std::vector<TensorView> views;
+    std::vector<std::vector<uint8_t>> slices(names.size());
+    int64_t total_rows = 0;
     for (size_t i = 0; i < names.size(); ++i) {
       absl::StatusOr<TensorView> view = archive_.GetWithShape(names[i], {rows_each[i], cols});
       if (!view.ok()) return view.status();
       views.push_back(*view);
+      total_rows += rows_each[i];
+      if (split.whole()) continue;
+      if (split.axis == Split::Axis::kRows) {
+        const int64_t share = rows_each[i] / split.parts;
+        SliceView(share * split.part, share, 0, cols, slices[i], views.back());
+        total_rows -= rows_each[i] - share;
+      } else {
+        const int64_t share = cols / split.parts;
+        SliceView(0, rows_each[i], share * split.part, share, slices[i], views.back());
+      }
     }
+    if (!split.whole() && split.axis == Split::Axis::kCols) cols /= split.parts;
     const DType dtype = to_f32_ ? DType::kF32 : views[0].dtype;
-    int64_t total_rows = 0;
-    for (int64_t r : rows_each) total_rows += r;
     std::vector<uint8_t> host;
     for (const TensorView& view : views) {
       const std::vector<uint8_t> part = ConvertTo(view, dtype);
@@ -103,9 +141,15 @@ class WeightLoader {
   }
 
   // A vector always held in f32 (norm weights, biases).
-  absl::StatusOr<Tensor> Vector(const std::string& name, int64_t n) {
+  // A kRows split keeps this shard's share of the elements (biases of split projections).
+  absl::StatusOr<Tensor> Vector(const std::string& name, int64_t n, const Split& split = {}) {
     absl::StatusOr<TensorView> view = archive_.GetWithShape(name, {n});
     if (!view.ok()) return view.status();
+    std::vector<uint8_t> slice;
+    if (!split.whole()) {
+      n /= split.parts;
+      SliceView(0, 1, n * split.part, n, slice, *view);
+    }
     return Store(DType::kF32, 1, n, ConvertTo(*view, DType::kF32));
   }
 
@@ -164,12 +208,35 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& 
   absl::StatusOr<std::unique_ptr<SafetensorsArchive>> archive = SafetensorsArchive::OpenDirectory(model_dir);
   if (!archive.ok()) return archive.status();
 
+  const int tp = options.tp_size;
+  if (tp < 1 || options.tp_rank < 0 || options.tp_rank >= tp) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel rank ", options.tp_rank, " of size ", tp,
+                                                   " is out of range"));
+  }
+  if (config->n_heads % tp != 0 || config->n_heads_kv % tp != 0 || config->intermediate_size % tp != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor parallelism ", tp, " must divide n_heads (", config->n_heads,
+                                                   "), n_heads_kv (", config->n_heads_kv, ") and intermediate_size (",
+                                                   config->intermediate_size, ")"));
+  }
+  if (tp > 1 && (options.comm == nullptr || options.comm->size() != tp || options.comm->rank() != options.tp_rank)) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor parallelism ", tp, " needs a communicator of that size "
+                                                   "whose rank is tp_rank ", options.tp_rank));
+  }
+
   std::unique_ptr<LlamaModel> model(new LlamaModel(backend, *config));
+  model->tp_rank_ = options.tp_rank;
+  model->tp_size_ = tp;
+  model->comm_ = tp > 1 ? options.comm : nullptr;
   const ModelConfig& c = model->config_;
+  model->n_heads_local_ = c.n_heads / tp;
+  model->n_heads_kv_local_ = c.n_heads_kv / tp;
+  model->intermediate_local_ = c.intermediate_size / tp;
   const int64_t hidden = c.hidden_size;
   const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.n_heads_kv) * c.head_dim;
   const int64_t inter = c.intermediate_size;
+  const Split by_rows{Split::Axis::kRows, options.tp_rank, tp};
+  const Split by_cols{Split::Axis::kCols, options.tp_rank, tp};
   WeightLoader load(**archive, backend, options.weights_to_f32);
 
   SPLITSPEC_ASSIGN_OR_RETURN(model->embedding_, load.Matrix({"model.embed_tokens.weight"}, {c.vocab_size}, hidden));
@@ -177,19 +244,20 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& 
     const std::string p = absl::StrCat("model.layers.", i, ".");
     Layer layer;
     SPLITSPEC_ASSIGN_OR_RETURN(layer.attn_norm, load.Vector(p + "input_layernorm.weight", hidden));
-    SPLITSPEC_ASSIGN_OR_RETURN(layer.wq, load.Matrix({p + "self_attn.q_proj.weight"}, {q_dim}, hidden));
-    SPLITSPEC_ASSIGN_OR_RETURN(layer.wk, load.Matrix({p + "self_attn.k_proj.weight"}, {kv_dim}, hidden));
-    SPLITSPEC_ASSIGN_OR_RETURN(layer.wv, load.Matrix({p + "self_attn.v_proj.weight"}, {kv_dim}, hidden));
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.wq, load.Matrix({p + "self_attn.q_proj.weight"}, {q_dim}, hidden, by_rows));
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.wk, load.Matrix({p + "self_attn.k_proj.weight"}, {kv_dim}, hidden, by_rows));
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.wv, load.Matrix({p + "self_attn.v_proj.weight"}, {kv_dim}, hidden, by_rows));
     if (c.attention_bias) {
-      SPLITSPEC_ASSIGN_OR_RETURN(layer.bq, load.Vector(p + "self_attn.q_proj.bias", q_dim));
-      SPLITSPEC_ASSIGN_OR_RETURN(layer.bk, load.Vector(p + "self_attn.k_proj.bias", kv_dim));
-      SPLITSPEC_ASSIGN_OR_RETURN(layer.bv, load.Vector(p + "self_attn.v_proj.bias", kv_dim));
+      SPLITSPEC_ASSIGN_OR_RETURN(layer.bq, load.Vector(p + "self_attn.q_proj.bias", q_dim, by_rows));
+      SPLITSPEC_ASSIGN_OR_RETURN(layer.bk, load.Vector(p + "self_attn.k_proj.bias", kv_dim, by_rows));
+      SPLITSPEC_ASSIGN_OR_RETURN(layer.bv, load.Vector(p + "self_attn.v_proj.bias", kv_dim, by_rows));
     }
-    SPLITSPEC_ASSIGN_OR_RETURN(layer.wo, load.Matrix({p + "self_attn.o_proj.weight"}, {hidden}, q_dim));
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.wo, load.Matrix({p + "self_attn.o_proj.weight"}, {hidden}, q_dim, by_cols));
     SPLITSPEC_ASSIGN_OR_RETURN(layer.ffn_norm, load.Vector(p + "post_attention_layernorm.weight", hidden));
-    SPLITSPEC_ASSIGN_OR_RETURN(layer.w_gate_up,
-                               load.Matrix({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {inter, inter}, hidden));
-    SPLITSPEC_ASSIGN_OR_RETURN(layer.w_down, load.Matrix({p + "mlp.down_proj.weight"}, {hidden}, inter));
+    // Each shard keeps its gate rows then its up rows, so SiluMul's "gate first" layout holds.
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.w_gate_up, load.Matrix({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"},
+                                                            {inter, inter}, hidden, by_rows));
+    SPLITSPEC_ASSIGN_OR_RETURN(layer.w_down, load.Matrix({p + "mlp.down_proj.weight"}, {hidden}, inter, by_cols));
     model->layers_.push_back(layer);
   }
   SPLITSPEC_ASSIGN_OR_RETURN(model->final_norm_, load.Vector("model.norm.weight", hidden));
@@ -209,7 +277,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& 
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> LlamaModel::CreateKvCache(int n_blocks, int block_size) const {
-  return KvCache::Create(backend_, {config_.n_layers, config_.n_heads_kv, config_.head_dim, n_blocks, block_size});
+  return KvCache::Create(backend_, {config_.n_layers, n_heads_kv_local_, config_.head_dim, n_blocks, block_size});
 }
 
 absl::StatusOr<Tensor> LlamaModel::Workspace(int index, int64_t rows, int64_t cols) {
@@ -310,9 +378,16 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, KvCache& 
 
   // ---- the forward ----------------------------------------------------------------------
   const int64_t hidden = c.hidden_size;
-  const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(c.n_heads_kv) * c.head_dim;
-  const int64_t inter = c.intermediate_size;
+  // This shard's widths (the whole model's when tp_size_ == 1).
+  const int n_heads = n_heads_local_;
+  const int64_t q_dim = static_cast<int64_t>(n_heads_local_) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(n_heads_kv_local_) * c.head_dim;
+  const int64_t inter = intermediate_local_;
+  // Row-parallel outputs hold this shard's partial sums; add the other shards' (TP only).
+  auto all_reduce = [&](Tensor& partial) -> absl::Status {
+    if (comm_ == nullptr) return absl::OkStatus();
+    return comm_->AllReduceSum(partial.f32(), partial.n_elements());
+  };
   Tensor x, h, q, k, v, attn, gate_up, act, logits;
   SPLITSPEC_ASSIGN_OR_RETURN(x, Workspace(0, n_tokens, hidden));        // residual stream
   SPLITSPEC_ASSIGN_OR_RETURN(h, Workspace(1, n_tokens, hidden));        // normed input / sublayer output
@@ -332,15 +407,17 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, KvCache& 
     backend_.MatMul(h, layer.wq, c.attention_bias ? &layer.bq : nullptr, q);
     backend_.MatMul(h, layer.wk, c.attention_bias ? &layer.bk : nullptr, k);
     backend_.MatMul(h, layer.wv, c.attention_bias ? &layer.bv : nullptr, v);
-    backend_.Rope(q, c.n_heads, rope_, positions);
-    backend_.Rope(k, c.n_heads_kv, rope_, positions);
-    backend_.Attention(q, k, v, c.n_heads, kv.layout(), kv.k(layer_index), kv.v(layer_index), attention, attn);
+    backend_.Rope(q, n_heads, rope_, positions);
+    backend_.Rope(k, n_heads_kv_local_, rope_, positions);
+    backend_.Attention(q, k, v, n_heads, kv.layout(), kv.k(layer_index), kv.v(layer_index), attention, attn);
     backend_.MatMul(attn, layer.wo, nullptr, h);
+    if (absl::Status reduced = all_reduce(h); !reduced.ok()) return reduced;
     backend_.Add(x, h);
     backend_.RmsNorm(x, layer.ffn_norm, c.rms_norm_eps, h);
     backend_.MatMul(h, layer.w_gate_up, nullptr, gate_up);
     backend_.SiluMul(gate_up, act);
     backend_.MatMul(act, layer.w_down, nullptr, h);
+    if (absl::Status reduced = all_reduce(h); !reduced.ok()) return reduced;
     backend_.Add(x, h);
   }
   if (n_logit_rows == 0) return absl::OkStatus();

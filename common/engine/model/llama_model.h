@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/engine/backend.h"
+#include "common/engine/comm/communicator.h"
 #include "common/engine/kv/kv_cache.h"
 #include "common/engine/model/model_config.h"
 
@@ -37,6 +38,16 @@ struct ForwardResult {
 struct ModelLoadOptions {
   // Weights keep their file dtype (F16/BF16 halve memory traffic); set to force F32.
   bool weights_to_f32 = false;
+  // Tensor parallelism (Megatron splits): this process/thread holds shard `tp_rank` of
+  // `tp_size`. q/k/v and gate/up are split by output rows (whole heads; KV heads too), o and
+  // down by input columns, and each of those two is followed by an all-reduce over `comm`.
+  // Embedding, norms and lm_head are replicated, so every rank returns the full logits.
+  // n_heads, n_heads_kv and intermediate_size must be divisible by tp_size; with tp_size > 1,
+  // `comm` (not owned; must outlive the model) must have size tp_size and rank tp_rank.
+  // tp_size == 1 runs exactly the unsharded forward (no collectives).
+  int tp_rank = 0;
+  int tp_size = 1;
+  Communicator* comm = nullptr;
 };
 
 // Not thread-safe: Forward reuses scratch buffers; one thread drives a model at a time.
@@ -49,13 +60,16 @@ class LlamaModel {
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() { return backend_; }
-  // Bytes of weights read by one forward (for bandwidth figures).
+  // Bytes of weights read by one forward (for bandwidth figures; this shard's under TP).
   int64_t weight_bytes() const { return weight_bytes_; }
+  int tp_rank() const { return tp_rank_; }
+  int tp_size() const { return tp_size_; }
 
-  // A KV cache shaped for this model with `n_blocks` blocks of `block_size` tokens.
+  // A KV cache shaped for this model (this shard's KV heads under TP) with `n_blocks` blocks of `block_size` tokens.
   absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(int n_blocks, int block_size = 16) const;
 
-  // Runs the steps in one batched forward. Appends each step's nodes to its sequence in `kv`
+  // Runs the steps in one batched forward. Under TP every rank must call Forward with the
+  // same steps (rank 0 broadcasts them), since the forward runs collectives. Appends each step's nodes to its sequence in `kv`
   // (positions Length .. Length + n - 1, in node order); callers then CommitPath/Truncate.
   // INVALID_ARGUMENT for unknown sequences, bad token ids or parents, duplicate sequences;
   // RESOURCE_EXHAUSTED when the cache lacks blocks (then nothing is appended).
@@ -68,7 +82,14 @@ class LlamaModel {
   absl::StatusOr<Tensor> Workspace(int index, int64_t rows, int64_t cols);
 
   Backend& backend_;
-  ModelConfig config_;
+  ModelConfig config_;  // the whole model's shape, also under TP
+  int tp_rank_ = 0;
+  int tp_size_ = 1;
+  Communicator* comm_ = nullptr;
+  // This shard's head counts and MLP width (the whole model's when tp_size_ == 1).
+  int n_heads_local_ = 0;
+  int n_heads_kv_local_ = 0;
+  int64_t intermediate_local_ = 0;
   RopeTables rope_;
   std::vector<Layer> layers_;
   Tensor embedding_;   // (vocab, hidden)

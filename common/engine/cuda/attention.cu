@@ -1,0 +1,138 @@
+// Paged tree attention kernels. One block per (new token, query head) computes that pair from
+// scratch: scores over the visible positions (masked ones are skipped as in the CPU backend,
+// which never visits them), a max and a sum reduced in a fixed block order, then the weighted
+// sum of V walked in increasing position order by each output dimension's thread. Nothing
+// depends on the other tokens of the batch, and a tree node sees exactly the keys its
+// root-to-node chain would.
+#include "common/engine/cuda/attention.cuh"
+#include "common/engine/cuda/common.cuh"
+
+namespace splitspec::engine::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+
+__device__ __forceinline__ int64_t SlotOf(const int32_t* table, int block_size, int32_t pos) {
+  return static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size;
+}
+
+__global__ void StoreKvKernel(const float* k, const float* v, int64_t kv_cols, const AttentionSeqDesc* seqs,
+                              const AttentionItem* items, const int32_t* tables, int block_size, float* k_cache,
+                              float* v_cache) {
+  const AttentionItem item = items[blockIdx.x];
+  const AttentionSeqDesc seq = seqs[item.seq];
+  const int64_t slot = SlotOf(tables + seq.table_offset, block_size, seq.n_context + item.node);
+  const int64_t row = seq.first_row + item.node;
+  for (int64_t i = threadIdx.x; i < kv_cols; i += blockDim.x) {
+    k_cache[slot * kv_cols + i] = k[row * kv_cols + i];
+    v_cache[slot * kv_cols + i] = v[row * kv_cols + i];
+  }
+}
+
+__global__ void PagedAttentionKernel(const float* q, int n_heads, int n_heads_kv, int head_dim,
+                                     const float* k_cache, const float* v_cache, int block_size,
+                                     const AttentionSeqDesc* seqs, const AttentionItem* items,
+                                     const int32_t* tables, const uint8_t* masks, float* scores_all,
+                                     int max_visible, float* out) {
+  extern __shared__ float shared[];  // q head (head_dim), then 32 floats of reduction scratch
+  float* q_head = shared;
+  float* scratch = shared + head_dim;
+  const AttentionItem item = items[blockIdx.x];
+  const int head = blockIdx.y;
+  const AttentionSeqDesc seq = seqs[item.seq];
+  const int32_t* table = tables + seq.table_offset;
+  const uint8_t* mask = seq.mask_offset >= 0 ? masks + seq.mask_offset + static_cast<int64_t>(item.node) * seq.n_new
+                                             : nullptr;
+  const int64_t row = seq.first_row + item.node;
+  const int kv_head = head / (n_heads / n_heads_kv);
+  const int64_t kv_cols = static_cast<int64_t>(n_heads_kv) * head_dim;
+  const int64_t kv_offset = static_cast<int64_t>(kv_head) * head_dim;
+  const float scale = rsqrtf(static_cast<float>(head_dim));
+  float* scores = scores_all + (static_cast<int64_t>(blockIdx.x) * n_heads + head) * max_visible;
+
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) q_head[d] = q[row * n_heads * head_dim + head * head_dim + d];
+  __syncthreads();
+
+  // Positions [0, n_context) and new nodes j <= node that the mask marks visible.
+  const int32_t n_visible_max = seq.n_context + item.node + 1;
+  float local_max = -INFINITY;
+  for (int32_t p = threadIdx.x; p < n_visible_max; p += blockDim.x) {
+    const int32_t j = p - seq.n_context;
+    const bool visible = j < 0 || mask == nullptr || mask[j] != 0;
+    float s = -INFINITY;
+    if (visible) {
+      const float* key = k_cache + SlotOf(table, block_size, p) * kv_cols + kv_offset;
+      float dot = 0.0f;
+      for (int d = 0; d < head_dim; ++d) dot += q_head[d] * key[d];
+      s = dot * scale;
+    }
+    scores[p] = s;
+    local_max = fmaxf(local_max, s);
+  }
+  const float max_score = BlockReduce<true>(local_max, scratch);
+  float local_sum = 0.0f;
+  for (int32_t p = threadIdx.x; p < n_visible_max; p += blockDim.x) {
+    const float e = scores[p] == -INFINITY ? 0.0f : expf(scores[p] - max_score);
+    scores[p] = e;
+    local_sum += e;
+  }
+  const float denominator = BlockReduce<false>(local_sum, scratch);
+  __syncthreads();  // every thread's exponentials are visible before the weighted sum reads them
+  const float inv = 1.0f / denominator;
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int32_t p = 0; p < n_visible_max; ++p) {
+      const float weight = scores[p];
+      if (weight == 0.0f) continue;  // masked (or underflowed: adds nothing either way)
+      acc += weight * v_cache[SlotOf(table, block_size, p) * kv_cols + kv_offset + d];
+    }
+    out[row * n_heads * head_dim + head * head_dim + d] = acc * inv;
+  }
+}
+
+__global__ void CopyKvSlotsKernel(float* k_cache, float* v_cache, int64_t cols, const int32_t* src,
+                                  const int32_t* dst, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (src[i] != dst[i]) {
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        k_cache[dst[i] * cols + c] = k_cache[src[i] * cols + c];
+        v_cache[dst[i] * cols + c] = v_cache[src[i] * cols + c];
+      }
+    }
+    __syncthreads();  // a later move may read a slot this one wrote
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchStoreKv(const float* k, const float* v, int64_t kv_cols, const AttentionSeqDesc* seqs,
+                          const AttentionItem* items, int n_items, const int32_t* tables, int block_size,
+                          float* k_cache, float* v_cache, cudaStream_t stream) {
+  if (n_items == 0) return cudaSuccess;
+  StoreKvKernel<<<n_items, 256, 0, stream>>>(k, v, kv_cols, seqs, items, tables, block_size, k_cache, v_cache);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchPagedAttention(const float* q, int n_heads, int n_heads_kv, int head_dim, const float* k_cache,
+                                 const float* v_cache, int block_size, const AttentionSeqDesc* seqs,
+                                 const AttentionItem* items, int n_items, const int32_t* tables,
+                                 const uint8_t* masks, float* scores, int max_visible, float* out,
+                                 cudaStream_t stream) {
+  if (n_items == 0) return cudaSuccess;
+  if (head_dim > 1024 || n_heads_kv <= 0 || n_heads % n_heads_kv != 0) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(n_items), static_cast<unsigned>(n_heads));
+  const size_t shared_bytes = (static_cast<size_t>(head_dim) + 32) * sizeof(float);
+  PagedAttentionKernel<<<grid, kThreads, shared_bytes, stream>>>(q, n_heads, n_heads_kv, head_dim, k_cache, v_cache,
+                                                                 block_size, seqs, items, tables, masks, scores,
+                                                                 max_visible, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchCopyKvSlots(float* k_cache, float* v_cache, int64_t cols, const int32_t* src, const int32_t* dst,
+                              int n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  CopyKvSlotsKernel<<<1, 256, 0, stream>>>(k_cache, v_cache, cols, src, dst, n);
+  return cudaGetLastError();
+}
+
+}  // namespace splitspec::engine::cuda

@@ -1,0 +1,23 @@
+// Embedding gather kernel: one block per token, threads stride over the hidden dimension.
+#include "common/engine/cuda/common.cuh"
+#include "common/engine/cuda/embedding.cuh"
+
+namespace splitspec::engine::cuda {
+namespace {
+
+__global__ void EmbedKernel(const void* table, int dtype, const int32_t* tokens, int64_t dim, float* out) {
+  const int64_t t = blockIdx.x;
+  const int64_t base = static_cast<int64_t>(tokens[t]) * dim;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) out[t * dim + i] = LoadAsFloat(table, base + i, dtype);
+}
+
+}  // namespace
+
+cudaError_t LaunchEmbed(const void* table, int dtype, const int32_t* tokens, int n_tokens, int64_t dim, float* out,
+                        cudaStream_t stream) {
+  if (n_tokens == 0) return cudaSuccess;
+  EmbedKernel<<<n_tokens, 256, 0, stream>>>(table, dtype, tokens, dim, out);
+  return cudaGetLastError();
+}
+
+}  // namespace splitspec::engine::cuda

@@ -1,0 +1,178 @@
+// The warp-per-row matmul kernel and the cuBLAS input helpers (see matmul.cuh).
+#include "common/engine/cuda/common.cuh"
+#include "common/engine/cuda/matmul.cuh"
+
+namespace splitspec::engine::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kTokenTile = 4;  // tokens sharing each weight load; accumulators stay per token
+
+template <typename T>
+__device__ __forceinline__ float ToFloat(T v);
+template <>
+__device__ __forceinline__ float ToFloat<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float ToFloat<__half>(__half v) { return __half2float(v); }
+template <>
+__device__ __forceinline__ float ToFloat<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Lane l handles elements k = l, l + 32, l + 64, ... of every dot product in that order, for
+// every token of the tile alike; the 32 partial sums are then combined by WarpSum. Neither
+// depends on n_tokens or on which tile a token falls in.
+template <typename T>
+__global__ void MatMulWarpKernel(const float* x, const int32_t* rows, int64_t n_tokens, int64_t k, const T* w,
+                                 int64_t n_out, const float* bias, float* out) {
+  const int lane = threadIdx.x % 32;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (n >= n_out) return;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokenTile;
+  const int n_tile = static_cast<int>(min(static_cast<int64_t>(kTokenTile), n_tokens - t0));
+  const float* x_rows[kTokenTile];
+  for (int j = 0; j < kTokenTile; ++j) {
+    const int64_t t = t0 + min(j, n_tile - 1);
+    x_rows[j] = x + (rows != nullptr ? static_cast<int64_t>(rows[t]) : t) * k;
+  }
+  const T* w_row = w + n * k;
+  float acc[kTokenTile] = {};
+  for (int64_t i = lane; i < k; i += 32) {
+    const float wv = ToFloat(w_row[i]);
+#pragma unroll
+    for (int j = 0; j < kTokenTile; ++j) acc[j] += wv * x_rows[j][i];
+  }
+  const float b = bias != nullptr ? bias[n] : 0.0f;
+  for (int j = 0; j < n_tile; ++j) {
+    const float sum = WarpSum(acc[j]);
+    if (lane == 0) out[(t0 + j) * n_out + n] = bias != nullptr ? sum + b : sum;
+  }
+}
+
+// The same product for 16-bit weights when k % 8 == 0: lane l reads 16-byte chunks
+// l, l + 32, ... (8 weights each, element order within a chunk), which is what lets a decode
+// step stream weights near the memory bandwidth. The path is chosen by dtype and k only, so
+// batch invariance holds as in MatMulWarpKernel.
+template <typename T>
+__global__ void MatMulWarpVec8Kernel(const float* x, const int32_t* rows, int64_t n_tokens, int64_t k, const T* w,
+                                     int64_t n_out, const float* bias, float* out) {
+  const int lane = threadIdx.x % 32;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (n >= n_out) return;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokenTile;
+  const int n_tile = static_cast<int>(min(static_cast<int64_t>(kTokenTile), n_tokens - t0));
+  const float4* x_rows[kTokenTile];
+  for (int j = 0; j < kTokenTile; ++j) {
+    const int64_t t = t0 + min(j, n_tile - 1);
+    x_rows[j] = reinterpret_cast<const float4*>(x + (rows != nullptr ? static_cast<int64_t>(rows[t]) : t) * k);
+  }
+  const uint4* w_row = reinterpret_cast<const uint4*>(w + n * k);
+  float acc[kTokenTile] = {};
+  for (int64_t c = lane; c < k / 8; c += 32) {
+    const uint4 raw = w_row[c];
+    const T* packed = reinterpret_cast<const T*>(&raw);
+    float wf[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) wf[e] = ToFloat(packed[e]);
+#pragma unroll
+    for (int j = 0; j < kTokenTile; ++j) {
+      const float4 lo = x_rows[j][2 * c];
+      const float4 hi = x_rows[j][2 * c + 1];
+      float a = acc[j];
+      a += wf[0] * lo.x;
+      a += wf[1] * lo.y;
+      a += wf[2] * lo.z;
+      a += wf[3] * lo.w;
+      a += wf[4] * hi.x;
+      a += wf[5] * hi.y;
+      a += wf[6] * hi.z;
+      a += wf[7] * hi.w;
+      acc[j] = a;
+    }
+  }
+  const float b = bias != nullptr ? bias[n] : 0.0f;
+  for (int j = 0; j < n_tile; ++j) {
+    const float sum = WarpSum(acc[j]);
+    if (lane == 0) out[(t0 + j) * n_out + n] = bias != nullptr ? sum + b : sum;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T FromFloat(float v);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half FromFloat<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+template <typename T>
+__global__ void GatherConvertKernel(const float* x, const int32_t* rows, int64_t k, T* dst) {
+  const int64_t t = blockIdx.x;
+  const float* src = x + (rows != nullptr ? static_cast<int64_t>(rows[t]) : t) * k;
+  for (int64_t i = threadIdx.x; i < k; i += blockDim.x) dst[t * k + i] = FromFloat<T>(src[i]);
+}
+
+__global__ void AddBiasKernel(float* out, const float* bias, int64_t n_elements, int64_t n_out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n_elements) out[i] += bias[i % n_out];
+}
+
+}  // namespace
+
+cudaError_t LaunchMatMulWarp(const float* x, const int32_t* rows, int64_t n_tokens, int64_t k, const void* w,
+                             int dtype, int64_t n_out, const float* bias, float* out, cudaStream_t stream) {
+  if (n_tokens == 0 || n_out == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>((n_out + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                  static_cast<unsigned>((n_tokens + kTokenTile - 1) / kTokenTile));
+  const int threads = 32 * kWarpsPerBlock;
+  // 16-byte weight chunks need k % 8 == 0 (then every row, and every x row, stays aligned).
+  if (k % 8 == 0 && dtype == kDTypeF16) {
+    MatMulWarpVec8Kernel<<<grid, threads, 0, stream>>>(x, rows, n_tokens, k, static_cast<const __half*>(w), n_out,
+                                                       bias, out);
+    return cudaGetLastError();
+  }
+  if (k % 8 == 0 && dtype == kDTypeBF16) {
+    MatMulWarpVec8Kernel<<<grid, threads, 0, stream>>>(x, rows, n_tokens, k, static_cast<const __nv_bfloat16*>(w),
+                                                       n_out, bias, out);
+    return cudaGetLastError();
+  }
+  switch (dtype) {
+    case kDTypeF16:
+      MatMulWarpKernel<<<grid, threads, 0, stream>>>(x, rows, n_tokens, k, static_cast<const __half*>(w), n_out,
+                                                     bias, out);
+      break;
+    case kDTypeBF16:
+      MatMulWarpKernel<<<grid, threads, 0, stream>>>(x, rows, n_tokens, k, static_cast<const __nv_bfloat16*>(w),
+                                                     n_out, bias, out);
+      break;
+    default:
+      MatMulWarpKernel<<<grid, threads, 0, stream>>>(x, rows, n_tokens, k, static_cast<const float*>(w), n_out, bias,
+                                                     out);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGatherConvert(const float* x, const int32_t* rows, int64_t n_tokens, int64_t k, int dtype,
+                                void* dst, cudaStream_t stream) {
+  if (n_tokens == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(n_tokens);
+  switch (dtype) {
+    case kDTypeF16:
+      GatherConvertKernel<<<blocks, 256, 0, stream>>>(x, rows, k, static_cast<__half*>(dst));
+      break;
+    case kDTypeBF16:
+      GatherConvertKernel<<<blocks, 256, 0, stream>>>(x, rows, k, static_cast<__nv_bfloat16*>(dst));
+      break;
+    default:
+      GatherConvertKernel<<<blocks, 256, 0, stream>>>(x, rows, k, static_cast<float*>(dst));
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAddBias(float* out, const float* bias, int64_t n_tokens, int64_t n_out, cudaStream_t stream) {
+  const int64_t n = n_tokens * n_out;
+  if (n == 0) return cudaSuccess;
+  AddBiasKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(out, bias, n, n_out);
+  return cudaGetLastError();
+}
+
+}  // namespace splitspec::engine::cuda

@@ -1,0 +1,215 @@
+// Per-op conformance of the CUDA backend against the CPU backend (the reference semantics),
+// over shapes with odd sizes, GQA and token trees, plus the GPU sampling helpers and the
+// batch invariance the speculative path relies on.
+//
+// Tolerances (relative to the largest reference magnitude, at least 1):
+//  - elementwise f32 ops (embedding, add, silu-mul, rope): 1e-5 (expf/cosf/sinf vs libm ulps);
+//  - reductions in f32 (rmsnorm, attention, warp matmul with f32/f16/bf16 weights): 1e-4, the
+//    reduction order differs from the CPU's SIMD lanes, the weights' values are the same;
+//  - the cuBLAS path with f16 / bf16 weights rounds activations to the weights' dtype:
+//    2e-3 (f16, 11-bit mantissa) and 1.6e-2 (bf16, 8-bit mantissa) of sqrt(K)-scaled sums.
+#include <cuda_runtime.h>
+
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "common/engine/cuda/sampling.cuh"
+#include "tests/unit/cuda/cuda_test_util.h"
+
+namespace splitspec::engine::testing {
+namespace {
+
+using CudaOpsTest = CudaTest;
+
+TEST_F(CudaOpsTest, EmbeddingGathersEveryDtype) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    const int vocab = 37, dim = 67;
+    const std::vector<float> table = RandomValues(vocab * dim, 1);
+    const std::vector<int32_t> tokens = {5, 0, 36, 5, 17};
+    Tensor table_cpu = Make(*cpu_, table, vocab, dim, dtype), table_gpu = Make(*cuda_, table, vocab, dim, dtype);
+    Tensor out_cpu = Make(*cpu_, std::vector<float>(5 * dim), 5, dim), out_gpu = Make(*cuda_, std::vector<float>(5 * dim), 5, dim);
+    cpu_->Embed(table_cpu, tokens, out_cpu);
+    cuda_->Embed(table_gpu, tokens, out_gpu);
+    ExpectNear(Read(*cpu_, out_cpu), Read(*cuda_, out_gpu), 0.0f, std::string(DTypeName(dtype)));
+  }
+}
+
+TEST_F(CudaOpsTest, RmsNormAddSiluMulRope) {
+  const int rows = 7, dim = 96, heads = 3, head_dim = 32;
+  const std::vector<float> x = RandomValues(rows * dim, 2), w = RandomValues(dim, 3);
+  Tensor x_cpu = Make(*cpu_, x, rows, dim), x_gpu = Make(*cuda_, x, rows, dim);
+  Tensor w_cpu = Make(*cpu_, w, 1, dim), w_gpu = Make(*cuda_, w, 1, dim);
+  Tensor o_cpu = Make(*cpu_, std::vector<float>(rows * dim), rows, dim);
+  Tensor o_gpu = Make(*cuda_, std::vector<float>(rows * dim), rows, dim);
+  cpu_->RmsNorm(x_cpu, w_cpu, 1e-5f, o_cpu);
+  cuda_->RmsNorm(x_gpu, w_gpu, 1e-5f, o_gpu);
+  ExpectNear(Read(*cpu_, o_cpu), Read(*cuda_, o_gpu), 1e-4f, "rmsnorm");
+
+  cpu_->Add(o_cpu, x_cpu);
+  cuda_->Add(o_gpu, x_gpu);
+  ExpectNear(Read(*cpu_, o_cpu), Read(*cuda_, o_gpu), 1e-4f, "add");
+
+  const std::vector<float> gate_up = RandomValues(rows * 2 * dim, 4, 3.0f);
+  Tensor g_cpu = Make(*cpu_, gate_up, rows, 2 * dim), g_gpu = Make(*cuda_, gate_up, rows, 2 * dim);
+  cpu_->SiluMul(g_cpu, o_cpu);
+  cuda_->SiluMul(g_gpu, o_gpu);
+  ExpectNear(Read(*cpu_, o_cpu), Read(*cuda_, o_gpu), 1e-5f, "silu_mul");
+
+  RopeTables tables;
+  tables.head_dim = head_dim;
+  for (int i = 0; i < head_dim / 2; ++i) tables.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / head_dim));
+  const std::vector<int32_t> positions = {0, 1, 2, 17, 255, 1000, 4095};
+  cpu_->Rope(x_cpu, heads, tables, positions);
+  cuda_->Rope(x_gpu, heads, tables, positions);
+  // Angles up to 4095 rad: cosf/sinf range reduction differs from libm by a few ulps of 1.
+  ExpectNear(Read(*cpu_, x_cpu), Read(*cuda_, x_gpu), 1e-5f, "rope");
+}
+
+struct MatMulCase {
+  DType dtype;
+  bool use_cublas;
+  float tolerance;
+};
+
+TEST_F(CudaOpsTest, MatMulMatchesCpuForEveryDtypeAndPath) {
+  const std::vector<MatMulCase> cases = {
+      {DType::kF32, false, 1e-4f}, {DType::kF16, false, 1e-4f}, {DType::kBF16, false, 1e-4f},
+      {DType::kF32, true, 1e-4f},  {DType::kF16, true, 2e-3f},  {DType::kBF16, true, 1.6e-2f},
+  };
+  for (const MatMulCase& c : cases) {
+    auto backend = CreateCudaBackend({.device = 0, .use_cublas = c.use_cublas});
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    CudaBackend& gpu = **backend;
+    // k = 67: the scalar kernel (no vector-width assumptions); k = 256: 16-byte weight chunks.
+    for (auto [tokens, k] : {std::pair{1, 67}, std::pair{5, 67}, std::pair{17, 67}, std::pair{1, 256},
+                             std::pair{6, 256}}) {
+      const int n_out = 33;
+      const std::vector<float> x = RandomValues(tokens * k, 10 + tokens), w = RandomValues(n_out * k, 5, 0.2f);
+      const std::vector<float> bias = RandomValues(n_out, 6);
+      Tensor x_cpu = Make(*cpu_, x, tokens, k), x_gpu = Make(gpu, x, tokens, k);
+      Tensor w_cpu = Make(*cpu_, w, n_out, k, c.dtype), w_gpu = Make(gpu, w, n_out, k, c.dtype);
+      Tensor b_cpu = Make(*cpu_, bias, 1, n_out), b_gpu = Make(gpu, bias, 1, n_out);
+      const std::string what = absl::StrCat(std::string(DTypeName(c.dtype)), c.use_cublas ? " cublas" : " warp", " T=", tokens, " K=", k);
+      Tensor o_cpu = Make(*cpu_, std::vector<float>(tokens * n_out), tokens, n_out);
+      Tensor o_gpu = Make(gpu, std::vector<float>(tokens * n_out), tokens, n_out);
+      cpu_->MatMul(x_cpu, w_cpu, &b_cpu, o_cpu);
+      gpu.MatMul(x_gpu, w_gpu, &b_gpu, o_gpu);
+      ExpectNear(Read(*cpu_, o_cpu), Read(gpu, o_gpu), c.tolerance, what);
+      // A subset of rows, out of order (the lm_head's logit rows).
+      std::vector<int32_t> rows = {tokens - 1, 0};
+      cpu_->MatMul(x_cpu, w_cpu, nullptr, o_cpu, rows);
+      gpu.MatMul(x_gpu, w_gpu, nullptr, o_gpu, rows);
+      std::vector<float> expected = Read(*cpu_, o_cpu), actual = Read(gpu, o_gpu);
+      expected.resize(2 * n_out);
+      actual.resize(2 * n_out);
+      ExpectNear(expected, actual, c.tolerance, what + " rows");
+    }
+    ASSERT_TRUE(gpu.Synchronize().ok()) << gpu.status();
+  }
+}
+
+// The warp kernel's result for a token does not depend on how many tokens share the launch.
+TEST_F(CudaOpsTest, WarpMatMulIsBatchInvariant) {
+  const int n_out = 19, tokens = 13;
+  for (int k : {257, 264}) {  // the scalar and the 16-byte-chunk kernels
+    const std::vector<float> x = RandomValues(tokens * k, 20), w = RandomValues(n_out * k, 21);
+    Tensor w_gpu = Make(*cuda_, w, n_out, k, DType::kBF16);
+    Tensor x_all = Make(*cuda_, x, tokens, k);
+    Tensor o_all = Make(*cuda_, std::vector<float>(tokens * n_out), tokens, n_out);
+    cuda_->MatMul(x_all, w_gpu, nullptr, o_all);
+    const std::vector<float> all = Read(*cuda_, o_all);
+    for (int t = 0; t < tokens; ++t) {
+      Tensor x_one = Make(*cuda_, std::vector<float>(x.begin() + t * k, x.begin() + (t + 1) * k), 1, k);
+      Tensor o_one = Make(*cuda_, std::vector<float>(n_out), 1, n_out);
+      cuda_->MatMul(x_one, w_gpu, nullptr, o_one);
+      const std::vector<float> one = Read(*cuda_, o_one);
+      for (int n = 0; n < n_out; ++n) {
+        ASSERT_EQ(one[n], all[t * n_out + n]) << "k " << k << " token " << t << " row " << n;
+      }
+    }
+  }
+}
+
+// Attention over a paged cache: two sequences (a chain with context, and a tree), GQA, odd
+// lengths, a block size that splits them across blocks in scrambled physical order.
+TEST_F(CudaOpsTest, PagedTreeAttentionMatchesCpu) {
+  const int n_heads = 4, n_heads_kv = 2, head_dim = 16, block_size = 4, n_blocks = 16;
+  const KvLayout layout{block_size, n_heads_kv, head_dim};
+  const int kv_cols = n_heads_kv * head_dim, q_cols = n_heads * head_dim;
+  // Sequence 0: 9 context tokens + chain of 3. Sequence 1: 2 context tokens + tree of 5.
+  const std::vector<int32_t> table0 = {7, 2, 11, 0}, table1 = {5, 9};
+  const std::vector<int32_t> parents = {-1, 0, 0, 1, 2};
+  std::vector<uint8_t> mask(25, 0);
+  for (int i = 0; i < 5; ++i) {
+    if (parents[i] >= 0) std::copy_n(&mask[parents[i] * 5], parents[i] + 1, &mask[i * 5]);
+    mask[i * 5 + i] = 1;
+  }
+  const int n_rows = 8;
+  const std::vector<float> q = RandomValues(n_rows * q_cols, 30), k = RandomValues(n_rows * kv_cols, 31);
+  const std::vector<float> v = RandomValues(n_rows * kv_cols, 32);
+  const std::vector<float> cache = RandomValues(n_blocks * block_size * kv_cols, 33);
+  std::vector<float> results[2];
+  for (int b = 0; b < 2; ++b) {
+    Backend& backend = b == 0 ? *cpu_ : static_cast<Backend&>(*cuda_);
+    Tensor tq = Make(backend, q, n_rows, q_cols), tk = Make(backend, k, n_rows, kv_cols);
+    Tensor tv = Make(backend, v, n_rows, kv_cols);
+    Tensor kc = Make(backend, cache, n_blocks * block_size, kv_cols);
+    Tensor vc = Make(backend, RandomValues(cache.size(), 34), n_blocks * block_size, kv_cols);
+    Tensor out = Make(backend, std::vector<float>(n_rows * q_cols), n_rows, q_cols);
+    const std::vector<AttentionSequence> seqs = {{table0.data(), 9, 3, 0, nullptr},
+                                                 {table1.data(), 2, 5, 3, mask.data()}};
+    backend.Attention(tq, tk, tv, n_heads, layout, kc, vc, seqs, out);
+    results[b] = Read(backend, out);
+    // The cache must hold the new rows too: compare it as part of the result.
+    const std::vector<float> kc_host = Read(backend, kc);
+    results[b].insert(results[b].end(), kc_host.begin(), kc_host.end());
+  }
+  ExpectNear(results[0], results[1], 1e-4f, "attention");
+}
+
+TEST_F(CudaOpsTest, CopyKvSlotsMovesInOrder) {
+  const int slots = 12, cols = 9;
+  const std::vector<float> kc = RandomValues(slots * cols, 40), vc = RandomValues(slots * cols, 41);
+  const std::vector<int32_t> src = {3, 4, 9}, dst = {2, 3, 4};  // overlapping, increasing dst
+  std::vector<float> results[2];
+  for (int b = 0; b < 2; ++b) {
+    Backend& backend = b == 0 ? *cpu_ : static_cast<Backend&>(*cuda_);
+    Tensor tk = Make(backend, kc, slots, cols), tv = Make(backend, vc, slots, cols);
+    backend.CopyKvSlots(tk, tv, src, dst);
+    results[b] = Read(backend, tk);
+    const std::vector<float> v_host = Read(backend, tv);
+    results[b].insert(results[b].end(), v_host.begin(), v_host.end());
+  }
+  ExpectNear(results[0], results[1], 0.0f, "copy_kv_slots");
+}
+
+TEST_F(CudaOpsTest, ArgmaxAndSoftmaxMatchHostReferences) {
+  const int rows = 3, vocab = 1001;
+  std::vector<float> logits = RandomValues(rows * vocab, 50, 4.0f);
+  logits[1 * vocab + 10] = logits[1 * vocab + 900] = 100.0f;  // a tie: the lower index wins
+  Tensor t = Make(*cuda_, logits, rows, vocab);
+  Tensor probs = Make(*cuda_, std::vector<float>(rows * vocab), rows, vocab);
+  int32_t* ids = nullptr;
+  ASSERT_EQ(cudaMalloc(&ids, rows * sizeof(int32_t)), cudaSuccess);
+  cudaStream_t stream = static_cast<cudaStream_t>(cuda_->stream());
+  ASSERT_EQ(cuda::LaunchArgmax(t.f32(), rows, vocab, ids, stream), cudaSuccess);
+  ASSERT_EQ(cuda::LaunchSoftmax(t.f32(), rows, vocab, 0.7f, probs.f32(), stream), cudaSuccess);
+  std::vector<int32_t> got(rows);
+  ASSERT_EQ(cudaMemcpyAsync(got.data(), ids, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaFree(ids);
+  std::vector<float> expected_probs(logits.size());
+  for (int r = 0; r < rows; ++r) {
+    const float* row = &logits[r * vocab];
+    EXPECT_EQ(got[r], std::max_element(row, row + vocab) - row) << "row " << r;
+    const float max_value = *std::max_element(row, row + vocab) / 0.7f;
+    double sum = 0;
+    for (int i = 0; i < vocab; ++i) sum += std::exp(row[i] / 0.7f - max_value);
+    for (int i = 0; i < vocab; ++i) expected_probs[r * vocab + i] = std::exp(row[i] / 0.7f - max_value) / sum;
+  }
+  EXPECT_EQ(got[1], 10);
+  ExpectNear(expected_probs, Read(*cuda_, probs), 1e-5f, "softmax");
+}
+
+}  // namespace
+}  // namespace splitspec::engine::testing
