@@ -8,6 +8,14 @@
 #include "common/engine/sampling/sampler.h"
 
 namespace splitspec::drafter {
+namespace {
+
+// Mixed into the request's seed so the drafter's draws are a different stream from the
+// verifier's (which uses the seed itself): correlated draft and acceptance draws would bias
+// rejection sampling.
+constexpr uint64_t kDraftStreamSalt = 0x9d2c5680a5c3f1b7ULL;
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(const DraftModelOptions& options) {
   if (options.kv_blocks <= 0 || options.block_size <= 0) {
@@ -38,7 +46,6 @@ DraftModelProposer::~DraftModelProposer() {
 absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(absl::Span<const ProposeTask> tasks) {
   std::vector<spec::DraftProposal> proposals(tasks.size());
   const int32_t max_positions = model_->config().max_position_embeddings;
-  const int32_t vocab = model_->config().vocab_size;
 
   // Depth each task will actually get: its history fills positions [0, L) and drafts d1..d_{k-1}
   // are fed at L.., so k - 1 more positions must fit in the context.
@@ -60,7 +67,7 @@ absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(abs
   for (size_t i : active) {
     const ProposeTask& task = tasks[i];
     const std::vector<int32_t>& history = *task.history;
-    std::vector<int32_t>& held = kv_tokens_[task.id];
+    std::vector<int32_t>& held = states_[task.id].kv_tokens;
     if (!kv_->HasSequence(task.id)) {
       if (absl::Status s = kv_->AddSequence(task.id); !s.ok()) return s;
       held.clear();
@@ -83,11 +90,9 @@ absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(abs
   if (!status.ok()) return status;
   for (size_t a = 0; a < active.size(); ++a) {
     const size_t i = active[a];
-    std::vector<int32_t>& held = kv_tokens_[tasks[i].id];
-    held.insert(held.end(), steps[a].tokens.begin(), steps[a].tokens.end());
-    const int32_t token = engine::Argmax(absl::MakeConstSpan(forward.Row(static_cast<int64_t>(a)), vocab));
-    proposals[i].tokens.push_back(token);
-    proposals[i].parents.push_back(-1);
+    RequestState& state = states_[tasks[i].id];
+    state.kv_tokens.insert(state.kv_tokens.end(), steps[a].tokens.begin(), steps[a].tokens.end());
+    AppendDraftToken(tasks[i], state, forward.Row(static_cast<int64_t>(a)), &proposals[i]);
   }
 
   // Deeper levels: one token per still-growing request per forward.
@@ -109,17 +114,40 @@ absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(abs
     if (!status.ok()) return status;
     for (size_t g = 0; g < growing.size(); ++g) {
       const size_t i = growing[g];
-      kv_tokens_[tasks[i].id].push_back(proposals[i].tokens.back());
-      const int32_t token = engine::Argmax(absl::MakeConstSpan(forward.Row(static_cast<int64_t>(g)), vocab));
-      proposals[i].parents.push_back(static_cast<int32_t>(proposals[i].tokens.size()) - 1);
-      proposals[i].tokens.push_back(token);
+      RequestState& state = states_[tasks[i].id];
+      state.kv_tokens.push_back(proposals[i].tokens.back());
+      AppendDraftToken(tasks[i], state, forward.Row(static_cast<int64_t>(g)), &proposals[i]);
     }
   }
   return proposals;
 }
 
+void DraftModelProposer::AppendDraftToken(const ProposeTask& task, RequestState& state, const float* logits,
+                                          spec::DraftProposal* proposal) const {
+  const int32_t vocab = model_->config().vocab_size;
+  const absl::Span<const float> row = absl::MakeConstSpan(logits, vocab);
+  int32_t token;
+  if (task.sampling.greedy()) {
+    token = engine::Argmax(row);
+  } else {
+    if (state.rng == nullptr) state.rng = std::make_unique<engine::Rng>(task.sampling.seed ^ kDraftStreamSalt);
+    std::vector<float> q = engine::ComputeProbabilities(row, task.sampling);
+    token = engine::SampleFromProbabilities(q, *state.rng);
+    if (token < 0) {
+      // Only a row without finite logits has no mass: fall back to a one-hot q at the argmax
+      // so the proposal stays well-formed (q(token) > 0).
+      token = std::max(0, engine::Argmax(row));
+      q.assign(static_cast<size_t>(vocab), 0.0f);
+      q[static_cast<size_t>(token)] = 1.0f;
+    }
+    proposal->probs.insert(proposal->probs.end(), q.begin(), q.end());
+  }
+  proposal->parents.push_back(static_cast<int32_t>(proposal->tokens.size()) - 1);
+  proposal->tokens.push_back(token);
+}
+
 void DraftModelProposer::Release(spec::RequestId id) {
-  kv_tokens_.erase(id);
+  states_.erase(id);
   kv_->Release(id);
 }
 
@@ -137,8 +165,8 @@ ProposerInfo DraftModelProposer::Info() const {
 }
 
 const std::vector<int32_t>* DraftModelProposer::KvTokens(spec::RequestId id) const {
-  auto it = kv_tokens_.find(id);
-  return it == kv_tokens_.end() ? nullptr : &it->second;
+  auto it = states_.find(id);
+  return it == states_.end() ? nullptr : &it->second.kv_tokens;
 }
 
 int32_t DraftModelProposer::KvLength(spec::RequestId id) const {

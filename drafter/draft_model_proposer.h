@@ -1,5 +1,11 @@
-// Draft-model proposer: a small Llama-family model proposes k greedy tokens per request, all
-// requests of a step batched into the same forwards (one forward per draft depth).
+// Draft-model proposer: a small Llama-family model proposes a chain of k tokens per request,
+// all requests of a step batched into the same forwards (one forward per draft depth). Greedy
+// requests get the draft's argmax tokens and no q (one-hot). Sampled requests (temperature > 0)
+// get tokens drawn from the draft's ComputeProbabilities under the request's temperature /
+// top-k / top-p, with those dense q rows returned in DraftProposal.probs: exact rejection
+// sampling at the verifier needs the whole q each token was drawn from. The draws come from a
+// per-request Rng seeded from the request's seed (a stream distinct from the verifier's), so a
+// request's drafts are reproducible.
 //
 // KV sync: the proposer remembers the tokens it put in each request's KV cache (the committed
 // history it had seen plus the draft tokens it speculated). On each Propose it keeps the
@@ -19,6 +25,7 @@
 #include "common/engine/backend.h"
 #include "common/engine/kv/kv_cache.h"
 #include "common/engine/model/llama_model.h"
+#include "common/engine/sampling/sampler.h"
 #include "drafter/proposer.h"
 
 namespace splitspec::drafter {
@@ -49,11 +56,20 @@ class DraftModelProposer : public Proposer {
   DraftModelProposer(const DraftModelOptions& options, std::unique_ptr<engine::Backend> backend,
                      std::unique_ptr<engine::LlamaModel> model, std::unique_ptr<engine::KvCache> kv);
 
+  struct RequestState {
+    std::vector<int32_t> kv_tokens;  // what the draft KV holds for the request
+    std::unique_ptr<engine::Rng> rng;  // made on the first sampled step
+  };
+  // Appends the next draft token for `task` from `logits` (argmax, or a draw whose q row is
+  // appended to proposal->probs) as a child of the proposal's last node (-1 for none).
+  void AppendDraftToken(const ProposeTask& task, RequestState& state, const float* logits,
+                        spec::DraftProposal* proposal) const;
+
   DraftModelOptions options_;
   std::unique_ptr<engine::Backend> backend_;
   std::unique_ptr<engine::LlamaModel> model_;
   std::unique_ptr<engine::KvCache> kv_;
-  std::unordered_map<spec::RequestId, std::vector<int32_t>> kv_tokens_;
+  std::unordered_map<spec::RequestId, RequestState> states_;
 };
 
 }  // namespace splitspec::drafter

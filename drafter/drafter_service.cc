@@ -6,12 +6,43 @@
 
 namespace splitspec::drafter {
 
+DrafterService::DrafterService(DrafterCore* core, metrics::WorkerMetrics* metrics)
+    : core_(core), metrics_(metrics) {
+  std::lock_guard<std::mutex> lock(mu_);
+  UpdateGauges();
+}
+
+void DrafterService::UpdateGauges() {
+  if (metrics_ == nullptr) return;
+  const spec::WorkerInfo info = core_->Info();
+  metrics_->SetKvBlocks(info.total_blocks - info.free_blocks, info.free_blocks);
+  metrics_->SetLiveSessions(info.live_sessions);
+}
+
+grpc::Status DrafterService::Reply(const absl::Status& status) {
+  if (metrics_ != nullptr) metrics_->RecordRpcError(status.code());
+  return rpc::ToGrpcStatus(status);
+}
+
 grpc::Status DrafterService::Propose(grpc::ServerContext*, const v1::ProposeRequest* request,
                                      v1::ProposeResponse* response) {
   const std::vector<spec::ProposeItem> items = rpc::FromProto(*request);
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<spec::ProposeResponse> result = core_->Propose(items);
-  if (!result.ok()) return rpc::ToGrpcStatus(result.status());
+  if (!result.ok()) {
+    UpdateGauges();  // a failed call can still have synced sessions before the proposer ran
+    return Reply(result.status());
+  }
+  if (metrics_ != nullptr) {
+    // The proposer runs its catch-up and max(k) draft forwards inside one call, so the drafter
+    // observes the call: tokens = catch-up tokens fed plus draft tokens produced.
+    int64_t tokens = 0;
+    for (const spec::ProposeItem& item : items) tokens += static_cast<int64_t>(item.new_tokens.size());
+    for (const spec::ProposeResult& r : result->results) tokens += static_cast<int64_t>(r.draft.tokens.size());
+    metrics_->RecordForward(metrics::ForwardKind::kDraftStep, result->compute_seconds,
+                            static_cast<int64_t>(items.size()), tokens);
+    UpdateGauges();
+  }
   rpc::ToProto(*result, response);
   return grpc::Status::OK;
 }
@@ -21,6 +52,7 @@ grpc::Status DrafterService::Release(grpc::ServerContext*, const v1::ReleaseRequ
   const std::vector<spec::RequestId> ids = rpc::FromProto(*request);
   std::lock_guard<std::mutex> lock(mu_);
   response->set_released(core_->Release(ids));
+  UpdateGauges();
   return grpc::Status::OK;
 }
 

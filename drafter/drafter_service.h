@@ -1,5 +1,7 @@
 // The Drafter gRPC service: converts splitspec.v1 messages to the core's plain types and back,
-// and serialises calls into the (single-threaded) DrafterCore.
+// serialises calls into the (single-threaded) DrafterCore, and records the worker metrics
+// (common/metrics/worker_metrics.h): one draft_step observation per Propose call, KV blocks,
+// live sessions and RPC errors by code.
 //
 // Thread-safe: gRPC calls handlers from many threads; one mutex guards the core.
 #ifndef SPLITSPEC_DRAFTER_DRAFTER_SERVICE_H_
@@ -7,6 +9,7 @@
 
 #include <mutex>
 
+#include "common/metrics/worker_metrics.h"
 #include "drafter/drafter_core.h"
 #include "splitspec/v1/drafter.grpc.pb.h"
 
@@ -14,7 +17,9 @@ namespace splitspec::drafter {
 
 class DrafterService final : public v1::Drafter::Service {
  public:
-  explicit DrafterService(DrafterCore* core) : core_(core) {}
+  // `metrics` may be null (no metrics); neither is owned. With metrics, the KV and session
+  // gauges are set from the core right away.
+  explicit DrafterService(DrafterCore* core, metrics::WorkerMetrics* metrics = nullptr);
 
   grpc::Status Propose(grpc::ServerContext* context, const v1::ProposeRequest* request,
                        v1::ProposeResponse* response) override;
@@ -24,8 +29,14 @@ class DrafterService final : public v1::Drafter::Service {
                        v1::WorkerInfo* response) override;
 
  private:
+  // Gauges from the core's Info; mu_ held.
+  void UpdateGauges();
+  // Counts a non-OK status by code and converts it.
+  grpc::Status Reply(const absl::Status& status);
+
   std::mutex mu_;
-  DrafterCore* core_;  // not owned
+  DrafterCore* core_;                 // not owned
+  metrics::WorkerMetrics* metrics_;  // not owned, may be null
 };
 
 }  // namespace splitspec::drafter

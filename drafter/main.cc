@@ -2,14 +2,19 @@
 //   splitspec-drafter --model DIR --port P
 //   splitspec-drafter --ngram [--ngram-min 1 --ngram-max 4] --port P
 // Other flags: --host (127.0.0.1), --max-draft-tokens (16), --kv-blocks (1024), --block-size
-// (16), --threads (0 = all cores), --drain-seconds (10).
-// Prints "splitspec-drafter listening on HOST:PORT" once serving (--port 0 picks a free port);
+// (16), --threads (0 = all cores), --drain-seconds (10), --metrics-port (9401; 0 = a free port,
+// -1 = no metrics server), --metrics-host (--host).
+// Prints "splitspec-drafter listening on HOST:PORT" once serving (--port 0 picks a free port),
+// then "splitspec-drafter metrics on HOST:PORT" (GET /metrics);
 // SIGTERM/SIGINT drain in-flight calls and exit 0.
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "absl/time/time.h"
+#include "common/metrics/metrics_http_server.h"
+#include "common/metrics/metrics_registry.h"
+#include "common/metrics/worker_metrics.h"
 #include "common/rpc/flags.h"
 #include "common/rpc/server.h"
 #include "drafter/draft_model_proposer.h"
@@ -23,11 +28,28 @@ using splitspec::drafter::Proposer;
 
 constexpr char kUsage[] =
     "usage: splitspec-drafter (--model DIR | --ngram [--ngram-min N] [--ngram-max N]) [--port P] [--host H]\n"
-    "       [--max-draft-tokens K] [--kv-blocks N] [--block-size N] [--threads N] [--drain-seconds S]\n";
+    "       [--max-draft-tokens K] [--kv-blocks N] [--block-size N] [--threads N] [--drain-seconds S]\n"
+    "       [--metrics-port P|0|-1] [--metrics-host H]\n";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
   return 2;
+}
+
+// Starts GET /metrics on --metrics-port unless it is -1 (null then). INVALID_ARGUMENT for a bad
+// port, UNAVAILABLE when it is taken.
+absl::StatusOr<std::unique_ptr<splitspec::metrics::MetricsHttpServer>> StartMetrics(
+    const splitspec::metrics::MetricsRegistry& registry, const std::string& host, int port) {
+  if (port == -1) return nullptr;
+  if (port < -1 || port > 65535) {
+    return absl::InvalidArgumentError("--metrics-port must be a port, 0 (any free one) or -1 (off)");
+  }
+  splitspec::metrics::MetricsHttpServerOptions options;
+  options.host = host;
+  options.port = port;
+  auto server = std::make_unique<splitspec::metrics::MetricsHttpServer>(registry, options);
+  if (absl::Status s = server->Start(); !s.ok()) return s;
+  return server;
 }
 
 int Run(const splitspec::rpc::Flags& flags) {
@@ -42,9 +64,11 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto threads = flags.GetInt("threads", 0);
   auto drain = flags.GetDouble("drain-seconds", 10);
   const std::string host = flags.GetString("host", "127.0.0.1");
+  auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kDrafterMetricsPort);
+  const std::string metrics_host = flags.GetString("metrics-host", host);
   for (const absl::Status& s : {ngram_min.status(), ngram_max.status(), port.status(), max_draft.status(),
                                 kv_blocks.status(), block_size.status(), threads.status(), drain.status(),
-                                flags.CheckAllUsed()}) {
+                                metrics_port.status(), flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
   if (ngram == !model.empty()) return Fail(absl::InvalidArgumentError("give exactly one of --model DIR or --ngram"));
@@ -74,7 +98,15 @@ int Run(const splitspec::rpc::Flags& flags) {
   splitspec::drafter::DrafterOptions core_options;
   core_options.max_draft_tokens = *max_draft;
   splitspec::drafter::DrafterCore core(std::move(proposer), core_options);
-  splitspec::drafter::DrafterService service(&core);
+  splitspec::metrics::MetricsRegistry registry;
+  auto worker_metrics = splitspec::metrics::WorkerMetrics::Create(registry, splitspec::metrics::WorkerRole::kDrafter);
+  if (!worker_metrics.ok()) return Fail(worker_metrics.status());
+  splitspec::drafter::DrafterService service(&core, worker_metrics->get());
+  auto metrics_server = StartMetrics(registry, metrics_host, *metrics_port);
+  if (!metrics_server.ok()) {
+    std::fprintf(stderr, "error: %s (--metrics-port)\n", std::string(metrics_server.status().message()).c_str());
+    return 1;
+  }
 
   splitspec::rpc::ServerOptions server_options;
   server_options.address = splitspec::rpc::JoinHostPort(host, *port);
@@ -86,10 +118,15 @@ int Run(const splitspec::rpc::Flags& flags) {
   }
   std::printf("splitspec-drafter listening on %s (%s)\n", (*server)->address().c_str(),
               core.Info().model_name.c_str());
+  if (*metrics_server != nullptr) {
+    std::printf("splitspec-drafter metrics on %s\n",
+                splitspec::rpc::JoinHostPort(metrics_host, (*metrics_server)->port()).c_str());
+  }
   std::fflush(stdout);
   const int signal_number = splitspec::rpc::WaitForTerminationSignal();
   std::fprintf(stderr, "splitspec-drafter: signal %d, draining\n", signal_number);
   (*server)->Shutdown();
+  if (*metrics_server != nullptr) (*metrics_server)->Stop();
   return 0;
 }
 

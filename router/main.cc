@@ -4,8 +4,10 @@
 // Other flags: --host (127.0.0.1), --tokenizer PATH (default: tokenizer.model in the verifier's
 // model dir; "none" = token ids only), --latency-model FILE, --max-queue (256), --max-running
 // (64), --max-k (8), --default-max-tokens (128), --worker-timeout-seconds (60),
-// --wait-seconds (60: how long to wait for the verifier at start), --drain-seconds (30).
-// Prints "splitspec-router listening on HOST:PORT" once serving (--port 0 picks a free port).
+// --wait-seconds (60: how long to wait for the verifier at start), --drain-seconds (30),
+// --metrics-port (9400; 0 = a free port, -1 = no metrics server), --metrics-host (--host).
+// Prints "splitspec-router listening on HOST:PORT" once serving (--port 0 picks a free port),
+// then "splitspec-router metrics on HOST:PORT" (GET /metrics and GET /server_info there).
 // SIGTERM/SIGINT: stop accepting, let running requests finish (up to --drain-seconds), exit 0.
 #include <cstdio>
 #include <map>
@@ -16,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/engine/tokenizer/tokenizer.h"
+#include "common/metrics/metrics_http_server.h"
+#include "common/metrics/metrics_registry.h"
 #include "common/rpc/flags.h"
 #include "common/rpc/server.h"
 #include "common/rpc/worker_clients.h"
@@ -24,6 +28,7 @@
 #include "router/policy.h"
 #include "router/router_core.h"
 #include "router/service/grpc_workers.h"
+#include "router/service/router_metrics.h"
 #include "router/service/router_service.h"
 
 namespace {
@@ -34,7 +39,8 @@ constexpr char kUsage[] =
     "usage: splitspec-router --verifier ADDR [--drafter [NAME=]ADDR ...] [--port P] [--host H]\n"
     "       [--policy none|static:K|smartspec|sglang-tiers|analytical|fsm|cache-fsm] [--policy-config FILE]\n"
     "       [--tokenizer PATH|none] [--latency-model FILE] [--max-queue N] [--max-running N] [--max-k K]\n"
-    "       [--default-max-tokens N] [--worker-timeout-seconds S] [--wait-seconds S] [--drain-seconds S]\n";
+    "       [--default-max-tokens N] [--worker-timeout-seconds S] [--wait-seconds S] [--drain-seconds S]\n"
+    "       [--metrics-port P|0|-1] [--metrics-host H]\n";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
@@ -62,12 +68,17 @@ int Run(const rpc::Flags& flags) {
   auto worker_timeout = flags.GetDouble("worker-timeout-seconds", 60);
   auto wait = flags.GetDouble("wait-seconds", 60);
   auto drain = flags.GetDouble("drain-seconds", 30);
+  auto metrics_port = flags.GetInt("metrics-port", metrics::kRouterMetricsPort);
+  const std::string metrics_host = flags.GetString("metrics-host", host);
   for (const absl::Status& s : {port.status(), max_queue.status(), max_running.status(), max_k.status(),
                                 default_max_tokens.status(), worker_timeout.status(), wait.status(),
-                                drain.status(), flags.CheckAllUsed()}) {
+                                drain.status(), metrics_port.status(), flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
   if (verifier_address.empty()) return Fail(absl::InvalidArgumentError("--verifier ADDR is required"));
+  if (*metrics_port < -1 || *metrics_port > 65535) {
+    return Fail(absl::InvalidArgumentError("--metrics-port must be a port, 0 (any free one) or -1 (off)"));
+  }
 
   // Workers. The verifier must be up (its KV size drives admission); drafters may come later.
   router::GrpcVerifier verifier(verifier_address, absl::Seconds(*worker_timeout));
@@ -132,17 +143,46 @@ int Run(const rpc::Flags& flags) {
     };
   }
   router::SteadyClock clock;
+  // Metrics before the core: the core's hooks call into them until the loop has drained.
+  metrics::MetricsRegistry registry;
+  router::RouterMetricsOptions metrics_options;
+  for (const auto& [name, client] : pools) metrics_options.pools.push_back(name);
+  metrics_options.policy = policy_name;
+  metrics_options.max_k = *max_k;
+  auto router_metrics = router::RouterMetrics::Create(registry, metrics_options, &clock);
+  if (!router_metrics.ok()) return Die("metrics", router_metrics.status());
+  (*router_metrics)->Install(&options);
+
   router::RouterCore core(options, &verifier, pools, std::move(*policy), latency, &clock);
   if (absl::Status s = core.Init(); !s.ok()) return Die("router init", s);
+  (*router_metrics)->SetCore(&core);
   auto verifier_info = verifier.Info();
   if (!verifier_info.ok()) return Die("verifier info", verifier_info.status());
+
+  std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
+  if (*metrics_port >= 0) {
+    metrics::MetricsHttpServerOptions http;
+    http.host = metrics_host;
+    http.port = *metrics_port;
+    metrics_server = std::make_unique<metrics::MetricsHttpServer>(registry, http);
+    const router::RouterMetrics* rm = router_metrics->get();
+    const std::string model_name = verifier_info->model_name;
+    absl::Status s = metrics_server->AddJsonEndpoint("/server_info", [rm, &core, model_name] {
+      nlohmann::json info = rm->ServerInfoJson(core.Snapshot());
+      info["model_name"] = model_name;
+      return absl::StatusOr<nlohmann::json>(std::move(info));
+    });
+    if (s.ok()) s = metrics_server->Start();
+    if (!s.ok()) return Die("--metrics-port", s);
+  }
 
   router::RouterServiceOptions service_options;
   service_options.default_max_tokens = *default_max_tokens;
   service_options.model_name = verifier_info->model_name;
   service_options.vocab_size = verifier_info->vocab_size;
+  service_options.metrics = router_metrics->get();
   router::RouterService service(&core, tokenizer.get(), service_options);
-  router::RouterLoop loop(&core);
+  router::RouterLoop loop(&core, router_metrics->get());
   loop.Start();
 
   rpc::ServerOptions server_options;
@@ -156,11 +196,15 @@ int Run(const rpc::Flags& flags) {
   }
   std::printf("splitspec-router listening on %s (policy %s, %zu drafter pool(s))\n", (*server)->address().c_str(),
               policy_name.c_str(), pools.size());
+  if (metrics_server != nullptr) {
+    std::printf("splitspec-router metrics on %s\n", rpc::JoinHostPort(metrics_host, metrics_server->port()).c_str());
+  }
   std::fflush(stdout);
   const int signal_number = rpc::WaitForTerminationSignal();
   std::fprintf(stderr, "splitspec-router: signal %d, draining\n", signal_number);
   loop.Drain(absl::Seconds(*drain));
   (*server)->Shutdown();
+  if (metrics_server != nullptr) metrics_server->Stop();
   return 0;
 }
 

@@ -120,7 +120,7 @@ absl::StatusOr<RequestId> RouterCore::Submit(GenerateRequest request, EventSink 
         absl::StrCat("request queue is full (", options_.max_queue, " waiting)"));
   }
   const RequestId id = next_id_++;
-  waiting_.push_back(Waiting{id, std::move(request), std::move(sink), blocks});
+  waiting_.push_back(Waiting{id, std::move(request), std::move(sink), blocks, clock_->NowSeconds()});
   live_.insert(id);
   work_cv_.NotifyAll();
   return id;
@@ -234,7 +234,12 @@ void RouterCore::PrefillAdmitted(std::vector<Waiting> admitted, StepStats* stats
     MutexLock lock(&mu_);
     max_k = max_k_;
   }
+  const double admitted_at = clock_->NowSeconds();
   for (Waiting& w : admitted) {
+    if (options_.admission_observer) {
+      options_.admission_observer(w.id, admitted_at - w.submitted_at,
+                                  static_cast<int32_t>(w.request.prompt.size()));
+    }
     auto r = std::make_unique<Active>();
     r->id = w.id;
     r->blocks = w.blocks;

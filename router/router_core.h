@@ -65,6 +65,10 @@ struct StepStats {
   double verify_seconds = 0;      // verifier's reported compute
   double wall_seconds = 0;        // the decode step, scheduling to bookkeeping
   double overhead_seconds = 0;    // wall - max(draft, verify compute)
+  // For metrics (filled only when RouterOptions::step_observer is set):
+  double rpc_overhead_seconds = 0;  // RPC wall time beyond the workers' reported compute
+  double estimated_goodput = 0;     // tokens/s the latency model and estimates predicted for k
+  std::vector<RequestOutcome> requests;  // per verified request: pool, proposed, accepted
   double MeanK() const;
 };
 
@@ -99,6 +103,9 @@ struct RouterOptions {
   PoolSelectionConfig pool_selection;
   // Called on the loop thread after every decode step.
   std::function<void(const StepStats&)> step_observer;
+  // Called on the loop thread as each request leaves the queue for prefill, with the time it
+  // waited since Submit and its prompt length (queue-time metrics).
+  std::function<void(RequestId id, double queue_seconds, int32_t prompt_tokens)> admission_observer;
   // Refresh the expensive parts of the snapshot (policy state, estimates) every N steps
   // (and whenever the batch empties); the simulator raises it to stay fast.
   int32_t snapshot_every_steps = 1;
@@ -147,6 +154,7 @@ class RouterCore {
     GenerateRequest request;
     EventSink sink;
     int32_t blocks = 0;
+    double submitted_at = 0;  // clock time of Submit
   };
 
   int32_t BlocksFor(const GenerateRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

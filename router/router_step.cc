@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "router/goodput.h"
 #include "router/router_core.h"
 #include "router/router_core_internal.h"
 
@@ -84,6 +85,15 @@ bool RouterCore::DecodeStep(StepStats* stats) {
   std::vector<int32_t> k = policy_->Decide(input);
   k.resize(n, 0);
   for (size_t i = 0; i < n; ++i) k[i] = std::clamp(k[i], 0, useful[i]);
+  if (options_.step_observer) {
+    // What the model expects of this decision, for the estimated-vs-observed goodput metric.
+    std::vector<GoodputItem> items(n);
+    for (size_t i = 0; i < n; ++i) {
+      const PolicyRequest& p = input.requests[i];
+      items[i] = GoodputItem{p.context_tokens, p.acceptance, p.pool, p.speculative};
+    }
+    stats->estimated_goodput = GoodputModel(latency_, std::move(items), max_k).Goodput(k);
+  }
   stats->schedule_seconds = clock_->NowSeconds() - t0;
 
   // 3. Drafts, one Propose per pool.
@@ -243,7 +253,11 @@ bool RouterCore::DecodeStep(StepStats* stats) {
       stats->wall_seconds - std::max(stats->draft_seconds, stats->verify_seconds);
   policy_->Observe(outcome);
   ++steps_;
-  if (options_.step_observer) options_.step_observer(*stats);
+  if (options_.step_observer) {
+    stats->rpc_overhead_seconds = rpc_excess;
+    stats->requests = std::move(outcome.requests);
+    options_.step_observer(*stats);
+  }
   return true;
 }
 

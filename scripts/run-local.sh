@@ -6,7 +6,7 @@
 #   scripts/run-local.sh [--demo] [--policy static:3] [--port 50050] [--build-dir build]
 #                        [--target DIR --draft DIR] [--prompt TEXT] [--max-tokens N]
 #
-# Without --target/--draft it uses models/default/{target,draft} when present, otherwise a
+# Without --target/--draft it uses models/{target,draft} (the bundled trained pair) when present, otherwise a
 # random pair made once with `splitspec make-model` under ${XDG_CACHE_HOME:-~/.cache}/splitspec.
 # Ports: router PORT, verifier PORT+1, model drafter PORT+2, n-gram drafter PORT+3.
 set -euo pipefail
@@ -43,9 +43,9 @@ done
 
 # The model pair.
 if [ -z "$target" ]; then
-  if [ -f models/default/target/config.json ] && [ -f models/default/draft/config.json ]; then
-    target=models/default/target
-    draft=models/default/draft
+  if [ -f models/target/config.json ] && [ -f models/draft/config.json ]; then
+    target=models/target
+    draft=models/draft
   else
     cache="${XDG_CACHE_HOME:-$HOME/.cache}/splitspec/models"
     target="$cache/small-target"
@@ -94,7 +94,9 @@ start() {
 echo "== starting services (logs in $logs)"
 start verifier "$bin/splitspec-verifier" --model "$target" --port $((port + 1))
 start drafter-model "$bin/splitspec-drafter" --model "$draft" --port $((port + 2))
-start drafter-ngram "$bin/splitspec-drafter" --ngram --port $((port + 3))
+# Metrics: router 9400, verifier 9402, model drafter 9401 (the defaults), n-gram drafter 9403
+# (deploy/prometheus/prometheus.yml scrapes all four).
+start drafter-ngram "$bin/splitspec-drafter" --ngram --port $((port + 3)) --metrics-port 9403
 start router "$bin/splitspec-router" --verifier "127.0.0.1:$((port + 1))" \
   --drafter "model=127.0.0.1:$((port + 2))" --drafter "ngram=127.0.0.1:$((port + 3))" \
   --policy "$policy" --port "$port"

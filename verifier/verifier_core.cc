@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/spec/draft_tree.h"
+#include "common/spec/verify.h"
 
 namespace splitspec::verifier {
 namespace {
@@ -179,11 +180,6 @@ absl::StatusOr<spec::VerifyResponse> VerifierCore::Verify(const std::vector<spec
       return absl::OutOfRangeError(absl::StrCat("request ", item.id, ": the draft runs past the model's context of ",
                                                 max_positions, " tokens"));
     }
-    if (!tree->empty() && !it->second.sampling.greedy()) {
-      return absl::UnimplementedError(
-          absl::StrCat("request ", item.id, ": speculative steps for sampled requests are not supported yet; ",
-                       "send an empty draft"));
-    }
     trees.push_back(*std::move(tree));
   }
 
@@ -215,29 +211,21 @@ absl::StatusOr<spec::VerifyResponse> VerifierCore::Verify(const std::vector<spec
     for (size_t i = 0; i < items.size(); ++i) {
       Session& session = sessions_.at(items[i].id);
       const spec::DraftTree& tree = trees[i];
-      // Walk down from the root: at each accepted node, the target's choice for the next
-      // token either matches one of its children (accept it and go on) or ends the step.
+      // Rows first_row[i] .. first_row[i] + tree.size() are this request's (1 + n_nodes, vocab)
+      // block in the layout spec::Verify expects (row 0 = after the pending token).
+      const size_t vocab = static_cast<size_t>(vocab_size());
+      const absl::Span<const float> logits = absl::MakeConstSpan(
+          forward.Row(first_row[i]), (static_cast<size_t>(tree.size()) + 1) * vocab);
+      absl::StatusOr<spec::VerifyOutcome> outcome =
+          spec::Verify(tree, logits, vocab_size(), session.sampling, *session.rng);
+      if (!outcome.ok()) return outcome.status();
+      if (absl::Status s = kv_->CommitPath(items[i].id, bases[i], outcome->AcceptedRowsWithRoot()); !s.ok()) {
+        return s;
+      }
       spec::VerifyResult result;
       result.id = items[i].id;
-      std::vector<int32_t> accepted_nodes = {0};  // engine node indices (0 = pending token)
-      int32_t tree_node = -1;                     // DraftTree index of the current node
-      while (true) {
-        const int32_t engine_node = tree_node + 1;
-        const int32_t target = NextToken(session, forward.Row(first_row[i] + engine_node));
-        int32_t match = -1;
-        for (int32_t child = tree.first_child(tree_node); child >= 0; child = tree.next_sibling(child)) {
-          if (tree.token(child) == target) {
-            match = child;
-            break;
-          }
-        }
-        result.tokens.push_back(target);
-        if (match < 0) break;
-        accepted_nodes.push_back(match + 1);
-        tree_node = match;
-      }
-      result.accept_length = static_cast<int32_t>(result.tokens.size()) - 1;
-      if (absl::Status s = kv_->CommitPath(items[i].id, bases[i], accepted_nodes); !s.ok()) return s;
+      result.accept_length = outcome->accept_length();
+      result.tokens = std::move(outcome->tokens);
       session.pending = result.tokens.back();
       response.results.push_back(std::move(result));
     }

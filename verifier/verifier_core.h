@@ -43,10 +43,15 @@ class VerifierCore {
   // request's first generated token. All-or-nothing: on error no session is created.
   absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(const std::vector<spec::PrefillItem>& items);
 
-  // One step for each item's session in one batched forward: greedy acceptance (longest path
-  // whose tokens match the target's argmax, then the target's own next token) or, for sampled
-  // sessions, a plain sampled decode. All-or-nothing on bad input (unknown session, token out
-  // of vocab, malformed tree, too many nodes, duplicate ids); results follow the item order.
+  // One step for each item's session in one batched forward, then exact acceptance with
+  // spec::Verify: greedy sessions accept the longest path matching the target's argmax and
+  // emit its next token; sampled sessions run rejection sampling against the target's
+  // ComputeProbabilities (the session's temperature / top-k / top-p) with the draft's q
+  // distributions (one-hot when the draft sent none), drawing from the session's own Rng
+  // seeded at prefill, so a request's output is a function of its seed and its drafts. Either
+  // way the output is distributed exactly as target-only decoding. All-or-nothing on bad input
+  // (unknown session, token out of vocab, malformed tree or q, too many nodes, duplicate ids);
+  // results follow the item order.
   absl::StatusOr<spec::VerifyResponse> Verify(const std::vector<spec::VerifyItem>& items);
 
   // Frees the sessions' KV; unknown ids are ignored. Returns how many existed.
@@ -62,6 +67,8 @@ class VerifierCore {
   struct Session {
     int32_t pending = 0;  // last committed token, not yet in KV
     engine::SamplingParams sampling;
+    // Seeded with sampling.seed at prefill; every sampled token and acceptance test of the
+    // request draws from it (greedy sessions never draw).
     std::unique_ptr<engine::Rng> rng;
   };
   VerifierCore(const VerifierOptions& options, std::unique_ptr<engine::Backend> backend,

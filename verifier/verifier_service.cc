@@ -8,18 +8,44 @@
 
 namespace splitspec::verifier {
 
+VerifierService::VerifierService(VerifierCore* core, metrics::WorkerMetrics* metrics)
+    : core_(core), metrics_(metrics) {
+  std::lock_guard<std::mutex> lock(mu_);
+  UpdateGauges();
+}
+
+void VerifierService::UpdateGauges() {
+  if (metrics_ == nullptr) return;
+  const spec::WorkerInfo info = core_->Info();
+  metrics_->SetKvBlocks(info.total_blocks - info.free_blocks, info.free_blocks);
+  metrics_->SetLiveSessions(info.live_sessions);
+}
+
+grpc::Status VerifierService::Reply(const absl::Status& status) {
+  if (metrics_ != nullptr) metrics_->RecordRpcError(status.code());
+  return rpc::ToGrpcStatus(status);
+}
+
 grpc::Status VerifierService::Prefill(grpc::ServerContext*, const v1::PrefillRequest* request,
                                       v1::PrefillResponse* response) {
   const std::vector<spec::PrefillItem> items = rpc::FromProto(*request);
   std::lock_guard<std::mutex> lock(mu_);
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<spec::PrefillResult>> results = core_->Prefill(items);
-  if (!results.ok()) return rpc::ToGrpcStatus(results.status());
+  if (!results.ok()) return Reply(results.status());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   rpc::ToProto(*results, response);
-  response->set_compute_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  response->set_compute_seconds(seconds);
   const spec::WorkerInfo info = core_->Info();
   response->set_free_blocks(info.free_blocks);
   response->set_total_blocks(info.total_blocks);
+  if (metrics_ != nullptr) {
+    int64_t tokens = 0;
+    for (const spec::PrefillItem& item : items) tokens += static_cast<int64_t>(item.tokens.size());
+    metrics_->RecordForward(metrics::ForwardKind::kPrefill, seconds, static_cast<int64_t>(items.size()), tokens);
+    metrics_->SetKvBlocks(info.total_blocks - info.free_blocks, info.free_blocks);
+    metrics_->SetLiveSessions(info.live_sessions);
+  }
   return grpc::Status::OK;
 }
 
@@ -28,7 +54,15 @@ grpc::Status VerifierService::Verify(grpc::ServerContext*, const v1::VerifyReque
   const std::vector<spec::VerifyItem> items = rpc::FromProto(*request);
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<spec::VerifyResponse> result = core_->Verify(items);
-  if (!result.ok()) return rpc::ToGrpcStatus(result.status());
+  if (!result.ok()) return Reply(result.status());
+  if (metrics_ != nullptr) {
+    // Each item feeds its pending token plus its draft nodes.
+    int64_t tokens = 0;
+    for (const spec::VerifyItem& item : items) tokens += 1 + static_cast<int64_t>(item.draft.tokens.size());
+    metrics_->RecordForward(metrics::ForwardKind::kVerify, result->compute_seconds,
+                            static_cast<int64_t>(items.size()), tokens);
+    UpdateGauges();
+  }
   rpc::ToProto(*result, response);
   return grpc::Status::OK;
 }
@@ -38,6 +72,7 @@ grpc::Status VerifierService::Release(grpc::ServerContext*, const v1::ReleaseReq
   const std::vector<spec::RequestId> ids = rpc::FromProto(*request);
   std::lock_guard<std::mutex> lock(mu_);
   response->set_released(core_->Release(ids));
+  UpdateGauges();
   return grpc::Status::OK;
 }
 

@@ -1,5 +1,8 @@
 // The Verifier gRPC service: converts splitspec.v1 messages to the core's plain types and
-// back, and serialises calls into the (single-threaded) VerifierCore.
+// back, serialises calls into the (single-threaded) VerifierCore, and records the worker
+// metrics (common/metrics/worker_metrics.h): one prefill or verify observation per forward
+// (each Prefill and Verify call is one batched target forward), KV blocks, live sessions and
+// RPC errors by code.
 //
 // Thread-safe: gRPC calls handlers from many threads; one mutex guards the core.
 #ifndef SPLITSPEC_VERIFIER_VERIFIER_SERVICE_H_
@@ -7,6 +10,7 @@
 
 #include <mutex>
 
+#include "common/metrics/worker_metrics.h"
 #include "splitspec/v1/verifier.grpc.pb.h"
 #include "verifier/verifier_core.h"
 
@@ -14,7 +18,9 @@ namespace splitspec::verifier {
 
 class VerifierService final : public v1::Verifier::Service {
  public:
-  explicit VerifierService(VerifierCore* core) : core_(core) {}
+  // `metrics` may be null (no metrics); neither is owned. With metrics, the KV and session
+  // gauges are set from the core right away.
+  explicit VerifierService(VerifierCore* core, metrics::WorkerMetrics* metrics = nullptr);
 
   grpc::Status Prefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
                        v1::PrefillResponse* response) override;
@@ -26,8 +32,14 @@ class VerifierService final : public v1::Verifier::Service {
                        v1::WorkerInfo* response) override;
 
  private:
+  // Gauges from the core's Info; mu_ held.
+  void UpdateGauges();
+  // Counts a non-OK status by code and converts it.
+  grpc::Status Reply(const absl::Status& status);
+
   std::mutex mu_;
-  VerifierCore* core_;  // not owned
+  VerifierCore* core_;                // not owned
+  metrics::WorkerMetrics* metrics_;  // not owned, may be null
 };
 
 }  // namespace splitspec::verifier

@@ -47,6 +47,8 @@ void ToProto(const Usage& usage, v1::Usage* proto) {
 
 grpc::Status RouterService::Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                                      grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  RouterMetrics* const metrics = options_.metrics;
+  const double arrival = metrics != nullptr ? metrics->clock()->NowSeconds() : 0.0;
   GenerateRequest core_request;
   switch (request->prompt_case()) {
     case v1::GenerateRequest::kTokens:
@@ -54,20 +56,24 @@ grpc::Status RouterService::Generate(grpc::ServerContext* context, const v1::Gen
       break;
     case v1::GenerateRequest::kText:
       if (tokenizer_ == nullptr) {
+        if (metrics != nullptr) metrics->RecordRejected(/*was_submitted=*/false);
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                             "this router has no tokenizer (--tokenizer); send token ids");
       }
       core_request.prompt = tokenizer_->Encode(request->text(), /*add_bos=*/true);
       break;
     default:
+      if (metrics != nullptr) metrics->RecordRejected(/*was_submitted=*/false);
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no prompt: set text or tokens");
   }
   if (request->max_tokens() < 0) {
+    if (metrics != nullptr) metrics->RecordRejected(/*was_submitted=*/false);
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_tokens must be >= 0 (0 = default)");
   }
   core_request.max_tokens = request->max_tokens() == 0 ? options_.default_max_tokens : request->max_tokens();
   core_request.stop.assign(request->stop().begin(), request->stop().end());
   if (!core_request.stop.empty() && tokenizer_ == nullptr) {
+    if (metrics != nullptr) metrics->RecordRejected(/*was_submitted=*/false);
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "stop strings need a tokenizer (--tokenizer)");
   }
   core_request.ignore_eos = request->ignore_eos();
@@ -78,12 +84,20 @@ grpc::Status RouterService::Generate(grpc::ServerContext* context, const v1::Gen
 
   auto queue = std::make_shared<EventQueue>();
   // The sink may outlive this handler (a final event after we returned): it holds the queue.
-  absl::StatusOr<RequestId> id = core_->Submit(std::move(core_request), [queue](const StreamEvent& event) {
+  EventSink sink = [queue](const StreamEvent& event) {
     std::lock_guard<std::mutex> lock(queue->mu);
     queue->events.push_back(event);
     queue->cv.notify_one();
-  });
-  if (!id.ok()) return rpc::ToGrpcStatus(id.status());
+  };
+  if (metrics != nullptr) {
+    metrics->RecordSubmitted();
+    sink = metrics->WrapSink(std::move(sink), arrival);
+  }
+  absl::StatusOr<RequestId> id = core_->Submit(std::move(core_request), std::move(sink));
+  if (!id.ok()) {
+    if (metrics != nullptr) metrics->RecordRejected(/*was_submitted=*/true);
+    return rpc::ToGrpcStatus(id.status());
+  }
 
   while (true) {
     std::deque<StreamEvent> events;
@@ -139,6 +153,13 @@ grpc::Status RouterService::GetServerInfo(grpc::ServerContext*, const v1::GetSer
   response->set_policy_state_json(info.policy_state.dump());
   response->set_total_blocks(info.total_blocks);
   response->set_reserved_blocks(info.reserved_blocks);
+  if (options_.metrics != nullptr) {
+    const nlohmann::json doc = options_.metrics->ServerInfoJson(info);
+    response->set_avg_spec_accept_length(doc["avg_spec_accept_length"].get<double>());
+    response->set_speculative_num_steps(doc["speculative_num_steps"].get<double>());
+    response->set_spec_acceptance_rate(doc["spec_acceptance_rate"].get<double>());
+    response->set_server_info_json(doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
   return grpc::Status::OK;
 }
 
@@ -149,7 +170,10 @@ void RouterLoop::Start() { thread_ = std::thread([this] { Run(); }); }
 void RouterLoop::Run() {
   while (!stop_.load()) {
     if (abort_.exchange(false)) core_->AbortAll(absl::UnavailableError("the router is shutting down"));
-    if (!core_->RunStep()) core_->WaitForWork(absl::Milliseconds(50));
+    if (!core_->RunStep()) {
+      if (metrics_ != nullptr) metrics_->OnIdle();
+      core_->WaitForWork(absl::Milliseconds(50));
+    }
   }
 }
 

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "common/engine/tokenizer/tokenizer.h"
 #include "router/router_core.h"
+#include "router/service/router_metrics.h"
 #include "splitspec/v1/router.grpc.pb.h"
 
 namespace splitspec::router {
@@ -22,6 +23,8 @@ struct RouterServiceOptions {
   int32_t default_max_tokens = 128;  // for requests with max_tokens = 0
   std::string model_name;            // the verifier's, for GetServerInfo
   int32_t vocab_size = 0;
+  // Not owned; null = no metrics. Its hooks must already be installed in the core's options.
+  RouterMetrics* metrics = nullptr;
 };
 
 class RouterService final : public v1::Router::Service {
@@ -45,7 +48,9 @@ class RouterService final : public v1::Router::Service {
 // Runs RouterCore::RunStep on its own thread until Drain.
 class RouterLoop {
  public:
-  explicit RouterLoop(RouterCore* core) : core_(core) {}
+  // `metrics` (optional, not owned) is told when the loop goes idle.
+  explicit RouterLoop(RouterCore* core, RouterMetrics* metrics = nullptr)
+      : core_(core), metrics_(metrics) {}
   ~RouterLoop();
   void Start();
   // Refuses new requests, lets queued and running ones finish for up to `timeout`, then ends
@@ -56,6 +61,7 @@ class RouterLoop {
   void Run();
 
   RouterCore* core_;
+  RouterMetrics* metrics_;
   std::thread thread_;
   std::atomic<bool> abort_{false};
   std::atomic<bool> stop_{false};

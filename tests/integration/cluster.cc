@@ -59,6 +59,13 @@ std::unique_ptr<Process> Process::Start(const std::vector<std::string>& argv) {
 
 Process::~Process() { Stop(); }
 
+std::string Process::ReadLine() {
+  std::string line;
+  char c;
+  while (stdout_fd_ >= 0 && read(stdout_fd_, &c, 1) == 1 && c != '\n') line.push_back(c);
+  return line;
+}
+
 int Process::Stop() {
   if (pid_ < 0) return -1;
   kill(pid_, SIGTERM);
@@ -67,6 +74,18 @@ int Process::Stop() {
   pid_ = -1;
   close(stdout_fd_);
   return status;
+}
+
+std::string ReadMetricsAddress(Process& process) {
+  const std::string line = process.ReadLine();
+  const std::string marker = "metrics on ";
+  const size_t at = line.find(marker);
+  if (at == std::string::npos) {
+    std::fprintf(stderr, "expected a 'metrics on HOST:PORT' line, got '%s'\n", line.c_str());
+    std::abort();
+  }
+  const size_t begin = at + marker.size();
+  return line.substr(begin, line.find(' ', begin) - begin);
 }
 
 namespace {
@@ -82,12 +101,18 @@ Cluster* Cluster::GetIfStarted() { return g_cluster; }
 
 Cluster::Cluster() {
   const TestModels& models = GetTestModels();
+  // Metrics on free ports too (the defaults 9400-9402 would clash between processes and runs).
   verifier_ = Process::Start({SPLITSPEC_VERIFIER_BIN, "--model", models.target_dir, "--port", "0",
-                              "--max-draft-tokens", "16", "--kv-blocks", "2048", "--threads", "1"});
+                              "--max-draft-tokens", "16", "--kv-blocks", "2048", "--threads", "1",
+                              "--metrics-port", "0"});
   model_drafter_ = Process::Start({SPLITSPEC_DRAFTER_BIN, "--model", models.draft_dir, "--port", "0",
-                                   "--max-draft-tokens", "8", "--kv-blocks", "2048", "--threads", "1"});
+                                   "--max-draft-tokens", "8", "--kv-blocks", "2048", "--threads", "1",
+                                   "--metrics-port", "0"});
   ngram_drafter_ = Process::Start({SPLITSPEC_DRAFTER_BIN, "--ngram", "--ngram-min", "1", "--ngram-max", "3",
-                                   "--port", "0", "--max-draft-tokens", "8"});
+                                   "--port", "0", "--max-draft-tokens", "8", "--metrics-port", "0"});
+  verifier_metrics_ = ReadMetricsAddress(*verifier_);
+  model_drafter_metrics_ = ReadMetricsAddress(*model_drafter_);
+  ngram_drafter_metrics_ = ReadMetricsAddress(*ngram_drafter_);
 }
 
 const std::string& Cluster::Router(const std::string& policy, const std::vector<std::string>& extra) {
@@ -103,7 +128,8 @@ const std::string& Cluster::Router(const std::string& policy, const std::vector<
 }
 
 std::unique_ptr<Process> Cluster::StartRouter(const std::vector<std::string>& flags) {
-  std::vector<std::string> argv = {SPLITSPEC_ROUTER_BIN, "--verifier", verifier(), "--port", "0"};
+  std::vector<std::string> argv = {SPLITSPEC_ROUTER_BIN, "--verifier", verifier(), "--port", "0",
+                                   "--metrics-port", "0"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   return Process::Start(argv);
 }

@@ -21,6 +21,9 @@ class Process {
   static std::unique_ptr<Process> Start(const std::vector<std::string>& argv);
   ~Process();
   const std::string& address() const { return address_; }
+  // The next line the process prints on stdout (without the newline); blocks until it comes,
+  // "" at end of output. E.g. "<name> metrics on HOST:PORT" right after the listening line.
+  std::string ReadLine();
   // SIGTERM and wait; returns the exit status as waitpid reports it (-1 if already stopped).
   int Stop();
 
@@ -29,6 +32,10 @@ class Process {
   int stdout_fd_ = -1;
   std::string address_;
 };
+
+// Reads a process's "<name> metrics on HOST:PORT" line (the one after its listening line) and
+// returns HOST:PORT; aborts when the line is something else.
+std::string ReadMetricsAddress(Process& process);
 
 // Not thread-safe: set up from the test thread.
 class Cluster {
@@ -39,6 +46,10 @@ class Cluster {
   const std::string& verifier() const { return verifier_->address(); }
   const std::string& model_drafter() const { return model_drafter_->address(); }
   const std::string& ngram_drafter() const { return ngram_drafter_->address(); }
+  // The workers' metrics HTTP addresses (HOST:PORT serving /metrics).
+  const std::string& verifier_metrics() const { return verifier_metrics_; }
+  const std::string& model_drafter_metrics() const { return model_drafter_metrics_; }
+  const std::string& ngram_drafter_metrics() const { return ngram_drafter_metrics_; }
   // A router over the verifier and both drafters (pools "model" and "ngram"), one per
   // distinct (policy, extra flags).
   const std::string& Router(const std::string& policy, const std::vector<std::string>& extra = {});
@@ -52,6 +63,7 @@ class Cluster {
  private:
   Cluster();
   std::unique_ptr<Process> verifier_, model_drafter_, ngram_drafter_;
+  std::string verifier_metrics_, model_drafter_metrics_, ngram_drafter_metrics_;
   std::map<std::string, std::unique_ptr<Process>> routers_;
 };
 

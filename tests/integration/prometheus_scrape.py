@@ -11,11 +11,14 @@ been scraped a few times, then:
     deploy/grafana/render_dashboard.py.
 Prometheus (and the fake exporter) are stopped by PID on exit. Exit status 0 means all passed.
 
-Not wired into ctest yet: the services do not exist. Typical use today:
-  tests/integration/prometheus_scrape.py --fake-exporter build/bin/metrics_fake_exporter
-and, once the services run:
+ctest runs it against the real services (metrics_integration_test,
+PrometheusScrapeTest.DashboardQueriesEvaluateAgainstRealServices), which starts them on free ports
+and keeps requests flowing while this script runs. By hand, against running services (a job may
+list several comma-separated targets, e.g. two drafters):
   tests/integration/prometheus_scrape.py --router 127.0.0.1:9400 --drafter 127.0.0.1:9401 \\
       --verifier 127.0.0.1:9402
+or against synthetic metrics:
+  tests/integration/prometheus_scrape.py --fake-exporter build/bin/metrics_fake_exporter
 """
 import argparse
 import json
@@ -83,11 +86,14 @@ def main():
     ap.add_argument("--dashboard", default=os.path.join(REPO, "deploy/grafana/splitspec.json"))
     ap.add_argument("--fake-exporter", help="path to metrics_fake_exporter; started on free ports")
     for job, port in zip(JOBS, (9400, 9401, 9402)):
-        ap.add_argument(f"--{job}", default=f"127.0.0.1:{port}", help=f"{job} metrics host:port")
+        ap.add_argument(f"--{job}", default=f"127.0.0.1:{port}",
+                        help=f"{job} metrics host:port (comma-separated for several)")
     ap.add_argument("--scrapes", type=int, default=5, help="scrapes of each target to wait for")
     ap.add_argument("--run-seconds", type=float, default=0,
                     help="keep scraping this long before querying (for range plots)")
     ap.add_argument("--range-out", help="write query_range results of every panel to this JSON file")
+    ap.add_argument("--rate-interval", default="30s",
+                    help="what $__rate_interval stands for (a short run renders better with 10s)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = ap.parse_args()
 
@@ -108,21 +114,23 @@ def main():
 
     failures = []
     try:
-        targets = {job: getattr(args, job) for job in JOBS}
+        targets = {job: [t for t in getattr(args, job).split(",") if t] for job in JOBS}
         if args.fake_exporter:
             ports = [free_port() for _ in JOBS]
-            targets = {job: f"127.0.0.1:{port}" for job, port in zip(JOBS, ports)}
+            targets = {job: [f"127.0.0.1:{port}"] for job, port in zip(JOBS, ports)}
             log = open(os.path.join(tmp, "exporter.log"), "w")
             procs.append(subprocess.Popen(
                 [args.fake_exporter, "--router-port", str(ports[0]), "--drafter-port", str(ports[1]),
                  "--verifier-port", str(ports[2])], stdout=log, stderr=subprocess.STDOUT))
+        n_targets = sum(len(t) for t in targets.values())
 
         config = os.path.join(tmp, "prometheus.yml")
         with open(config, "w") as f:
             f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n")
-            for job, target in targets.items():
+            for job, job_targets in targets.items():
+                listed = ", ".join(f"'{t}'" for t in job_targets)
                 f.write(f"  - job_name: splitspec-{job}\n    static_configs:\n"
-                        f"      - targets: ['{target}']\n        labels:\n          service: {job}\n")
+                        f"      - targets: [{listed}]\n        labels:\n          service: {job}\n")
         prom_port = free_port()
         base = f"http://127.0.0.1:{prom_port}"
         log = open(os.path.join(tmp, "prometheus.log"), "w")
@@ -142,15 +150,22 @@ def main():
             r = api(base, "/api/v1/query",
                     {"query": f'count_over_time(up{{job=~"splitspec-.*"}}[5m]) >= {args.scrapes}'
                               f' and up{{job=~"splitspec-.*"}} == 1'})
-            return r.get("status") == "success" and len(r["data"]["result"]) == len(targets)
-        wait_for(scraped_enough, 60 + args.scrapes * 2, f"{args.scrapes} good scrapes of {list(targets.values())}")
+            return r.get("status") == "success" and len(r["data"]["result"]) == n_targets
+        wait_for(scraped_enough, 60 + args.scrapes * 2, f"{args.scrapes} good scrapes of {targets}")
         if args.run_seconds > 0:
             time.sleep(args.run_seconds)
-        # Let the last scrape land inside the rate window.
-        rate_interval = "30s"
+        rate_interval = args.rate_interval
 
-        accepted = api(base, "/api/v1/query", {"query": "sum(splitspec_spec_decode_num_accepted_tokens_total)"})
-        value = float(accepted["data"]["result"][0]["value"][1]) if accepted.get("data", {}).get("result") else 0.0
+        def accepted_tokens():
+            r = api(base, "/api/v1/query", {"query": "sum(splitspec_spec_decode_num_accepted_tokens_total)"})
+            result = r.get("data", {}).get("result") if r.get("status") == "success" else None
+            return float(result[0]["value"][1]) if result else 0.0
+        # Traffic may still be warming up: poll (bounded) until a scrape has seen accepted drafts.
+        try:
+            wait_for(lambda: accepted_tokens() > 0, 30, "accepted draft tokens > 0")
+        except TimeoutError:
+            pass
+        value = accepted_tokens()
         print(f"accepted draft tokens: {value:g}")
         if not value > 0:
             failures.append("sum(splitspec_spec_decode_num_accepted_tokens_total) is not > 0")
