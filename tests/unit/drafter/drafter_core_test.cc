@@ -163,6 +163,55 @@ TEST(DrafterCoreTest, StateMismatchIsFailedPrecondition) {
   EXPECT_EQ(*f.core->History(1), kPrompt);
 }
 
+TEST(DrafterCoreTest, SampledRequestsGetDrawnChainsWithTheirDistributions) {
+  Fixture f = MakeDraftModelCore();
+  ASSERT_NE(f.core, nullptr);
+  const std::vector<int32_t> prompt = {1, 17, 42, 99, 5, 300};
+  const int32_t vocab = f.proposer->Info().vocab_size;
+  spec::ProposeItem sampled = Item(1, 0, prompt, 4);
+  sampled.sampling.temperature = 1.0f;
+  sampled.sampling.top_k = 50;
+  sampled.sampling.seed = 11;
+  spec::ProposeItem greedy = Item(2, 0, prompt, 4);
+  auto response = f.core->Propose({sampled, greedy});
+  ASSERT_TRUE(response.ok()) << response.status();
+  const spec::DraftProposal& draft = response->results[0].draft;
+  ASSERT_EQ(draft.tokens.size(), 4u);
+  EXPECT_EQ(draft.parents, std::vector<int32_t>({-1, 0, 1, 2}));
+  // One dense q row per node: a distribution with at most top_k entries that gives the
+  // node's own token positive probability.
+  ASSERT_EQ(draft.probs.size(), draft.tokens.size() * static_cast<size_t>(vocab));
+  for (size_t n = 0; n < draft.tokens.size(); ++n) {
+    const float* row = draft.probs.data() + n * vocab;
+    double sum = 0;
+    int positive = 0;
+    for (int32_t j = 0; j < vocab; ++j) {
+      EXPECT_GE(row[j], 0.0f);
+      sum += row[j];
+      positive += row[j] > 0.0f;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-4) << "node " << n;
+    EXPECT_LE(positive, 50) << "node " << n;
+    EXPECT_GT(row[draft.tokens[n]], 0.0f) << "node " << n;
+  }
+  // Greedy requests in the same batch keep deterministic drafts without q.
+  EXPECT_EQ(response->results[1].draft.tokens, Expected(prompt, 4));
+  EXPECT_TRUE(response->results[1].draft.probs.empty());
+  // The draft KV holds the history and the sampled tokens fed back (all but the last).
+  std::vector<int32_t> held = prompt;
+  held.insert(held.end(), draft.tokens.begin(), draft.tokens.end() - 1);
+  ASSERT_NE(f.proposer->KvTokens(1), nullptr);
+  EXPECT_EQ(*f.proposer->KvTokens(1), held);
+
+  // Same seed, fresh drafter: the same draws.
+  Fixture again = MakeDraftModelCore();
+  ASSERT_NE(again.core, nullptr);
+  auto repeated = again.core->Propose({sampled});
+  ASSERT_TRUE(repeated.ok()) << repeated.status();
+  EXPECT_EQ(repeated->results[0].draft.tokens, draft.tokens);
+  EXPECT_EQ(repeated->results[0].draft.probs, draft.probs);
+}
+
 TEST(DrafterCoreTest, BadInputIsRefusedBeforeAnySessionChanges) {
   Fixture f = MakeDraftModelCore();
   ASSERT_NE(f.core, nullptr);
