@@ -289,7 +289,7 @@ def write_readme(out, facts):
         "",
         "Reproduce: `/usr/bin/python3 tools/train/train_pair.py --out models/ --threads %d` (prefix" % facts["threads"],
         "`nice -n 19` on a shared machine). The same thread count and Debian packages give byte-identical",
-        "weights (checked by running the pipeline twice); tokenizer.model differs only in the work-directory",
+        "weights (checked by running the smoke preset twice); tokenizer.model differs only in the work-directory",
         "paths that spm_train records in its trainer spec.",
         "Then `/usr/bin/python3 tools/train/measure_acceptance.py --models models/ --readme models/README.md`",
         "adds the acceptance section below.",
@@ -348,8 +348,12 @@ def write_readme(out, facts):
         lines.append("- " + facts["note"])
     lines += [
         "",
-        "## Held-out loss (exported %s weights, %d windows of %d tokens per kind, nats/token)" % (
-            facts["dtype"].upper(), facts["eval_windows"], facts["seq_len"]),
+        "## Held-out loss (exported %s weights, nats/token)" % facts["dtype"].upper(),
+        "",
+        "Mean next-token loss over the first non-overlapping %d-token windows of each held-out stream, at" % facts["seq_len"],
+        "most %d per kind%s." % (facts["eval_windows"], "".join(
+            " (%s: %d windows)" % (k, min(facts["eval_windows"], (n - 1) // facts["seq_len"]))
+            for k, n in sorted(facts.get("heldout_tokens", {}).items()))),
         "",
         "| | code loss | code ppl | prose loss | prose ppl |",
         "|---|---|---|---|---|",
@@ -457,7 +461,8 @@ def main(argv):
     log("export and evaluation")
     facts = {"dtype": args.dtype, "threads": args.threads, "device": device, "cpu": cpu_name(),
              "corpus": corpus_stats, "vocab_size": p["vocab_size"],
-             "tokens": {k: len(v) for k, v in streams.items()}, "seq_len": p["seq_len"], "batch": p["batch"],
+             "tokens": {k: len(v) for k, v in streams.items()},
+             "heldout_tokens": {k: len(v) for k, v in held.items()}, "seq_len": p["seq_len"], "batch": p["batch"],
              "target_steps": p["target_steps"], "target_lr": p["target_lr"],
              "draft_steps": p["draft_steps"], "draft_lr": p["draft_lr"],
              "eval_windows": p["eval_windows"], "prose_fraction": p["prose_fraction"]}
