@@ -30,22 +30,6 @@ int Fail(const absl::Status& status) {
   return 2;
 }
 
-// Starts GET /metrics on --metrics-port unless it is -1 (null then). INVALID_ARGUMENT for a bad
-// port, UNAVAILABLE when it is taken.
-absl::StatusOr<std::unique_ptr<splitspec::metrics::MetricsHttpServer>> StartMetrics(
-    const splitspec::metrics::MetricsRegistry& registry, const std::string& host, int port) {
-  if (port == -1) return nullptr;
-  if (port < -1 || port > 65535) {
-    return absl::InvalidArgumentError("--metrics-port must be a port, 0 (any free one) or -1 (off)");
-  }
-  splitspec::metrics::MetricsHttpServerOptions options;
-  options.host = host;
-  options.port = port;
-  auto server = std::make_unique<splitspec::metrics::MetricsHttpServer>(registry, options);
-  if (absl::Status s = server->Start(); !s.ok()) return s;
-  return server;
-}
-
 int Run(const splitspec::rpc::Flags& flags) {
   splitspec::verifier::VerifierOptions options;
   options.model_dir = flags.GetString("model");
@@ -77,7 +61,7 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto worker_metrics = splitspec::metrics::WorkerMetrics::Create(registry, splitspec::metrics::WorkerRole::kVerifier);
   if (!worker_metrics.ok()) return Fail(worker_metrics.status());
   splitspec::verifier::VerifierService service(core->get(), worker_metrics->get());
-  auto metrics_server = StartMetrics(registry, metrics_host, *metrics_port);
+  auto metrics_server = splitspec::metrics::StartMetricsServer(registry, metrics_host, *metrics_port);
   if (!metrics_server.ok()) {
     std::fprintf(stderr, "error: %s (--metrics-port)\n", std::string(metrics_server.status().message()).c_str());
     return 1;

@@ -148,4 +148,18 @@ void MetricsHttpServer::Stop() {
   port_.store(0);
 }
 
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetricsServer(const MetricsRegistry& registry,
+                                                                      const std::string& host, int port) {
+  if (port == -1) return nullptr;
+  if (port < -1 || port > 65535) {
+    return absl::InvalidArgumentError("--metrics-port must be a port, 0 (any free one) or -1 (off)");
+  }
+  MetricsHttpServerOptions options;
+  options.host = host;
+  options.port = port;
+  auto server = std::make_unique<MetricsHttpServer>(registry, options);
+  if (absl::Status s = server->Start(); !s.ok()) return s;
+  return server;
+}
+
 }  // namespace splitspec::metrics

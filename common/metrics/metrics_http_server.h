@@ -79,6 +79,11 @@ class MetricsHttpServer {
   std::atomic<bool> listen_returned_{false};
 };
 
+// The services' `--metrics-port` convention: -1 = no metrics endpoint (returns null), 0 = any
+// free port, else that port. INVALID_ARGUMENT for another value, UNAVAILABLE when it is taken.
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetricsServer(const MetricsRegistry& registry,
+                                                                      const std::string& host, int port);
+
 }  // namespace splitspec::metrics
 
 #endif  // SPLITSPEC_COMMON_METRICS_METRICS_HTTP_SERVER_H_
