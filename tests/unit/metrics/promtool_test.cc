@@ -1,6 +1,7 @@
 // `promtool check metrics` (Prometheus' own linter) on the exposition of every metric set,
 // populated and served over HTTP as a scraper would read it.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -20,9 +21,12 @@ struct PromtoolResult {
   std::string output;
 };
 
-// Pipes `text` into `promtool check metrics` and returns its exit code and output.
+// Pipes `text` into `promtool check metrics` and returns its exit code and output. The output
+// file is per process and per call: ctest runs this binary's tests in parallel processes.
 PromtoolResult CheckMetrics(const std::string& text) {
-  const std::string out_path = ::testing::TempDir() + "/promtool_output.txt";
+  static int calls = 0;
+  const std::string out_path = ::testing::TempDir() + "/promtool_output_" + std::to_string(getpid()) + "_" +
+                               std::to_string(calls++) + ".txt";
   const std::string command = "promtool check metrics > '" + out_path + "' 2>&1";
   PromtoolResult result;
   FILE* pipe = popen(command.c_str(), "w");
