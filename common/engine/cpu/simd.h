@@ -25,9 +25,11 @@ using VecF = __m512;
 inline VecF Zero() { return _mm512_setzero_ps(); }
 inline VecF Broadcast(float x) { return _mm512_set1_ps(x); }
 inline VecF Load(const float* p) { return _mm512_loadu_ps(p); }
-inline VecF Load(const uint16_t* p, DType dtype) {
+inline VecF LoadF16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline VecF LoadBF16(const uint16_t* p) {
   const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  if (dtype == DType::kF16) return _mm512_cvtph_ps(half);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
 }
 inline void Store(float* p, VecF v) { _mm512_storeu_ps(p, v); }
@@ -42,9 +44,11 @@ using VecF = __m256;
 inline VecF Zero() { return _mm256_setzero_ps(); }
 inline VecF Broadcast(float x) { return _mm256_set1_ps(x); }
 inline VecF Load(const float* p) { return _mm256_loadu_ps(p); }
-inline VecF Load(const uint16_t* p, DType dtype) {
+inline VecF LoadF16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline VecF LoadBF16(const uint16_t* p) {
   const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  if (dtype == DType::kF16) return _mm256_cvtph_ps(half);
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
 }
 inline void Store(float* p, VecF v) { _mm256_storeu_ps(p, v); }
@@ -73,9 +77,14 @@ inline VecF Load(const float* p) {
   for (int i = 0; i < kLanes; ++i) v.lane[i] = p[i];
   return v;
 }
-inline VecF Load(const uint16_t* p, DType dtype) {
+inline VecF LoadF16(const uint16_t* p) {
   VecF v;
-  for (int i = 0; i < kLanes; ++i) v.lane[i] = dtype == DType::kF16 ? F16ToF32(p[i]) : BF16ToF32(p[i]);
+  for (int i = 0; i < kLanes; ++i) v.lane[i] = F16ToF32(p[i]);
+  return v;
+}
+inline VecF LoadBF16(const uint16_t* p) {
+  VecF v;
+  for (int i = 0; i < kLanes; ++i) v.lane[i] = BF16ToF32(p[i]);
   return v;
 }
 inline void Store(float* p, VecF v) {
@@ -96,6 +105,28 @@ inline float ReduceAdd(VecF v) {
 }
 
 #endif
+
+// Asks for the cache line holding `p` to be brought into L2 (prefetcht1 on x86); no effect on
+// results. Used where access streams are too short for the hardware prefetchers to ramp up.
+inline void PrefetchToL2(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/2); }
+
+// The three weight storage formats as compile-time types, so a kernel's inner loop has no
+// dtype branch: Elem is the stored element, Load widens kLanes of them to f32.
+struct F32Weights {
+  using Elem = float;
+  static VecF Load(const float* p) { return cpu::Load(p); }
+  static float Scalar(const float* p) { return *p; }
+};
+struct F16Weights {
+  using Elem = uint16_t;
+  static VecF Load(const uint16_t* p) { return LoadF16(p); }
+  static float Scalar(const uint16_t* p) { return F16ToF32(*p); }
+};
+struct BF16Weights {
+  using Elem = uint16_t;
+  static VecF Load(const uint16_t* p) { return LoadBF16(p); }
+  static float Scalar(const uint16_t* p) { return BF16ToF32(*p); }
+};
 
 // Scalar element of a weight row of any dtype.
 inline float LoadScalar(const void* row, int64_t i, DType dtype) {
