@@ -72,6 +72,11 @@ class Backend {
   // out row r corresponds to x row rows[r]. W: (n_out, n_in) any dtype; bias: (1, n_out) f32.
   virtual void MatMul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
                       absl::Span<const int32_t> rows = {}) = 0;
+  // The same for a row-wise concatenation of weights W = [W_0; W_1; ...] (fused projections
+  // such as q, k and v, read as one stream): outs[i][t] = W_i x[t] (+ bias_i), where W_i is the
+  // next outs[i]->cols rows of W and bias, when set, is concatenated the same way. The default
+  // runs one MatMul per part on row slices of W; a backend may override it to share one pass.
+  virtual void MatMulSplit(const Tensor& x, const Tensor& w, const Tensor* bias, absl::Span<Tensor* const> outs);
   // Rotates each head of x (n_tokens, n_heads * head_dim) by its token's position
   // (Llama's half-split rotation: pairs (i, i + head_dim/2)).
   virtual void Rope(Tensor& x, int n_heads, const RopeTables& tables,

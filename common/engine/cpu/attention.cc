@@ -52,8 +52,10 @@ void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, c
   const int group = n_heads / layout.n_heads_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const int64_t n_work = static_cast<int64_t>(items.size()) * n_heads;
+  int64_t visible_keys = 0;  // upper bound: every new token sees its whole context and tree
+  for (const AttentionSequence& seq : sequences) visible_keys += int64_t{seq.n_new} * (seq.n_context + seq.n_new);
 
-#pragma omp parallel
+#pragma omp parallel if (WorthParallel(visible_keys * n_heads * head_dim * 2))
   {
     std::vector<int32_t> slots;
     std::vector<float> scores;

@@ -61,7 +61,7 @@ class CpuBackend final : public Backend {
 
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
     const int n = static_cast<int>(x.cols);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (cpu::WorthParallel(x.n_elements()))
     for (int64_t t = 0; t < x.rows; ++t) {
       const float* in = x.row(t);
       const float sum_squares = cpu::Dot(in, in, n);
@@ -77,10 +77,14 @@ class CpuBackend final : public Backend {
     cpu::MatMul(x, w, bias, out, rows);
   }
 
+  void MatMulSplit(const Tensor& x, const Tensor& w, const Tensor* bias, absl::Span<Tensor* const> outs) override {
+    cpu::MatMulSplit(x, w, bias, outs);
+  }
+
   void Rope(Tensor& x, int n_heads, const RopeTables& tables, absl::Span<const int32_t> positions) override {
     const int head_dim = tables.head_dim;
     const int half = head_dim / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (cpu::WorthParallel(x.n_elements()))
     for (int64_t t = 0; t < x.rows; ++t) {
       float* row = x.row(t);
       const float position = static_cast<float>(positions[t]);
@@ -101,7 +105,7 @@ class CpuBackend final : public Backend {
 
   void SiluMul(const Tensor& gate_up, Tensor& out) override {
     const int64_t n = out.cols;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (cpu::WorthParallel(out.n_elements()))
     for (int64_t t = 0; t < out.rows; ++t) {
       const float* gate = gate_up.row(t);
       const float* up = gate + n;

@@ -10,9 +10,21 @@
 
 namespace splitspec::engine::cpu {
 
+// Below this much work (multiply-adds or elements touched) an OpenMP parallel region costs more
+// than it saves: a fork/join measured ~1 us with spinning workers and ~7 us with passive ones
+// (2 threads; OMP_WAIT_POLICY=passive is what the services run with), while this much work
+// takes one core ~20 us. A decode step's norms, RoPE and SiLU stay serial this way, which
+// removes about half of a forward's ~130 parallel regions. Threading never changes results:
+// each output element has one owner whatever the thread count.
+constexpr int64_t kMinParallelWork = int64_t{1} << 18;
+inline bool WorthParallel(int64_t work) { return work >= kMinParallelWork; }
+
 // out[r] = W x[rows[r]] (+ bias); see Backend::MatMul.
 void MatMul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
             absl::Span<const int32_t> rows);
+
+// outs[i][t] = W_i x[t] (+ bias_i) for W = [W_0; W_1; ...]; see Backend::MatMulSplit.
+void MatMulSplit(const Tensor& x, const Tensor& w, const Tensor* bias, absl::Span<Tensor* const> outs);
 
 // See Backend::Attention.
 void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, const KvLayout& layout,

@@ -64,16 +64,26 @@ inline void DotTile(const typename Format::Elem* const* w_rows, const float* con
   }
 }
 
-// One block of RB weight rows against tokens [t_begin, t_end).
+// Where a run of W's rows goes: rows [first_row, first_row + n_cols) of W are columns
+// [0, n_cols) of `out` (one part of a MatMulSplit; the whole of W for a plain MatMul).
+struct OutputPart {
+  float* out = nullptr;
+  int64_t first_row = 0;
+  int64_t n_cols = 0;
+};
+
+// One block of RB weight rows (W rows row0.., inside `part`) against tokens [t_begin, t_end).
 template <typename Format, int RB>
-void RowBlock(const typename Format::Elem* w, int64_t row0, int64_t n_out, int64_t n_in,
-              const float* const* x_rows, int64_t t_begin, int64_t t_end, const float* bias, float* out) {
+void RowBlock(const typename Format::Elem* w, int64_t n_rows, int64_t n_in, int64_t row0, const OutputPart& part,
+              const float* const* x_rows, int64_t t_begin, int64_t t_end, const float* bias) {
   const typename Format::Elem* w_rows[RB];
   for (int r = 0; r < RB; ++r) w_rows[r] = w + (row0 + r) * n_in;
   // Only the first token tile of a block streams its rows from memory; later tiles find them
-  // in cache, so they skip the prefetch.
+  // in cache, so they skip the prefetch. W is one contiguous matrix, so the prefetch runs on
+  // across parts.
   const int64_t ahead = row0 + kPrefetchBlocks * RB;
-  const char* prefetch = ahead + RB <= n_out ? reinterpret_cast<const char*>(w + ahead * n_in) : nullptr;
+  const char* prefetch = ahead + RB <= n_rows ? reinterpret_cast<const char*>(w + ahead * n_in) : nullptr;
+  const int64_t col0 = row0 - part.first_row;
   int64_t t = t_begin;
   for (; t + kTokenBlock <= t_end; t += kTokenBlock) {
     float result[RB][kTokenBlock];
@@ -81,38 +91,47 @@ void RowBlock(const typename Format::Elem* w, int64_t row0, int64_t n_out, int64
     prefetch = nullptr;
     for (int r = 0; r < RB; ++r)
       for (int j = 0; j < kTokenBlock; ++j)
-        out[(t + j) * n_out + row0 + r] = result[r][j] + (bias ? bias[row0 + r] : 0.0f);
+        part.out[(t + j) * part.n_cols + col0 + r] = result[r][j] + (bias ? bias[row0 + r] : 0.0f);
   }
   for (; t < t_end; ++t) {
     float result[RB][1];
     DotTile<Format, RB, 1>(w_rows, x_rows + t, n_in, prefetch, result);
     prefetch = nullptr;
-    for (int r = 0; r < RB; ++r) out[t * n_out + row0 + r] = result[r][0] + (bias ? bias[row0 + r] : 0.0f);
+    for (int r = 0; r < RB; ++r) part.out[t * part.n_cols + col0 + r] = result[r][0] + (bias ? bias[row0 + r] : 0.0f);
   }
 }
 
+// All parts share one parallel region: their full row blocks form one index space, split
+// statically over the threads (a fork/join per projection would cost more than a small
+// projection's compute). Rows left over at the end of a part (< kRowBlock) run serially.
 template <typename Format>
-void MatMulTyped(const void* weights, int64_t n_out, int64_t n_in, const std::vector<const float*>& x_rows,
-                 const float* bias, float* out) {
+void MatMulTyped(const void* weights, int64_t n_rows, int64_t n_in, absl::Span<const OutputPart> parts,
+                 const std::vector<const float*>& x_rows, const float* bias) {
   const auto* w = static_cast<const typename Format::Elem*>(weights);
   const int64_t n_tokens = static_cast<int64_t>(x_rows.size());
-  const int64_t n_full_blocks = n_out / kRowBlock;
+  int64_t n_blocks = 0;
+  for (const OutputPart& part : parts) n_blocks += part.n_cols / kRowBlock;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
     const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
-#pragma omp parallel for schedule(static)
-    for (int64_t block = 0; block < n_full_blocks; ++block) {
-      RowBlock<Format, kRowBlock>(w, block * kRowBlock, n_out, n_in, x_rows.data(), t0, t1, bias, out);
+    // A quarter of the usual threshold: even the smallest projections of real models stream
+    // enough weight bytes for two threads to pay.
+#pragma omp parallel for schedule(static) if (WorthParallel(4 * n_rows * n_in * (t1 - t0)))
+    for (int64_t block = 0; block < n_blocks; ++block) {
+      int64_t local = block;
+      size_t p = 0;
+      while (local >= parts[p].n_cols / kRowBlock) local -= parts[p++].n_cols / kRowBlock;
+      RowBlock<Format, kRowBlock>(w, n_rows, n_in, parts[p].first_row + local * kRowBlock, parts[p], x_rows.data(),
+                                  t0, t1, bias);
     }
-    for (int64_t row = n_full_blocks * kRowBlock; row < n_out; ++row) {
-      RowBlock<Format, 1>(w, row, n_out, n_in, x_rows.data(), t0, t1, bias, out);
+    for (const OutputPart& part : parts) {
+      for (int64_t col = part.n_cols / kRowBlock * kRowBlock; col < part.n_cols; ++col) {
+        RowBlock<Format, 1>(w, n_rows, n_in, part.first_row + col, part, x_rows.data(), t0, t1, bias);
+      }
     }
   }
 }
 
-}  // namespace
-
-void MatMul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
-            absl::Span<const int32_t> rows) {
+std::vector<const float*> SelectRows(const Tensor& x, absl::Span<const int32_t> rows) {
   std::vector<const float*> x_rows;
   if (rows.empty()) {
     x_rows.reserve(x.rows);
@@ -121,12 +140,35 @@ void MatMul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
     x_rows.reserve(rows.size());
     for (int32_t r : rows) x_rows.push_back(x.row(r));
   }
+  return x_rows;
+}
+
+void Dispatch(const Tensor& w, absl::Span<const OutputPart> parts, const std::vector<const float*>& x_rows,
+              const Tensor* bias) {
   const float* bias_data = bias ? bias->f32() : nullptr;
   switch (w.dtype) {
-    case DType::kF32: return MatMulTyped<F32Weights>(w.data, w.rows, w.cols, x_rows, bias_data, out.f32());
-    case DType::kF16: return MatMulTyped<F16Weights>(w.data, w.rows, w.cols, x_rows, bias_data, out.f32());
-    case DType::kBF16: return MatMulTyped<BF16Weights>(w.data, w.rows, w.cols, x_rows, bias_data, out.f32());
+    case DType::kF32: return MatMulTyped<F32Weights>(w.data, w.rows, w.cols, parts, x_rows, bias_data);
+    case DType::kF16: return MatMulTyped<F16Weights>(w.data, w.rows, w.cols, parts, x_rows, bias_data);
+    case DType::kBF16: return MatMulTyped<BF16Weights>(w.data, w.rows, w.cols, parts, x_rows, bias_data);
   }
+}
+
+}  // namespace
+
+void MatMul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
+            absl::Span<const int32_t> rows) {
+  const OutputPart whole{out.f32(), 0, w.rows};
+  Dispatch(w, {&whole, 1}, SelectRows(x, rows), bias);
+}
+
+void MatMulSplit(const Tensor& x, const Tensor& w, const Tensor* bias, absl::Span<Tensor* const> outs) {
+  std::vector<OutputPart> parts;
+  int64_t first_row = 0;
+  for (Tensor* out : outs) {
+    parts.push_back({out->f32(), first_row, out->cols});
+    first_row += out->cols;
+  }
+  Dispatch(w, parts, SelectRows(x, {}), bias);
 }
 
 }  // namespace splitspec::engine::cpu

@@ -15,10 +15,10 @@ namespace splitspec::engine {
 // kv_dim = n_heads_kv * head_dim.
 struct LlamaModel::Layer {
   Tensor attn_norm;  // (1, hidden) f32
-  Tensor wq;         // (q_dim, hidden)
-  Tensor wk;         // (kv_dim, hidden)
-  Tensor wv;         // (kv_dim, hidden)
-  Tensor bq, bk, bv;  // (1, q_dim|kv_dim) f32, only with attention_bias
+  // q, k and v projections fused row-wise, so one pass over the threads computes all three
+  // (Backend::MatMulSplit); each TP shard keeps its own q rows, then k rows, then v rows.
+  Tensor w_qkv;      // (q_dim + 2 * kv_dim, hidden)
+  Tensor b_qkv;      // (1, q_dim + 2 * kv_dim) f32, only with attention_bias
   Tensor wo;         // (hidden, q_dim)
   Tensor ffn_norm;   // (1, hidden) f32
   Tensor w_gate_up;  // (2 * intermediate, hidden): gate rows, then up rows
@@ -140,17 +140,29 @@ class WeightLoader {
     return Store(dtype, total_rows, cols, host);
   }
 
-  // A vector always held in f32 (norm weights, biases).
-  // A kRows split keeps this shard's share of the elements (biases of split projections).
-  absl::StatusOr<Tensor> Vector(const std::string& name, int64_t n, const Split& split = {}) {
-    absl::StatusOr<TensorView> view = archive_.GetWithShape(name, {n});
-    if (!view.ok()) return view.status();
-    std::vector<uint8_t> slice;
-    if (!split.whole()) {
-      n /= split.parts;
-      SliceView(0, 1, n * split.part, n, slice, *view);
+  // A vector always held in f32 (norm weights, biases), concatenating `names`.
+  // A kRows split keeps this shard's share of each named vector (biases of split projections).
+  absl::StatusOr<Tensor> Vector(const std::vector<std::string>& names, const std::vector<int64_t>& sizes,
+                                const Split& split = {}) {
+    std::vector<uint8_t> host;
+    int64_t total = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      absl::StatusOr<TensorView> view = archive_.GetWithShape(names[i], {sizes[i]});
+      if (!view.ok()) return view.status();
+      int64_t n = sizes[i];
+      std::vector<uint8_t> slice;
+      if (!split.whole()) {
+        n /= split.parts;
+        SliceView(0, 1, n * split.part, n, slice, *view);
+      }
+      const std::vector<uint8_t> part = ConvertTo(*view, DType::kF32);
+      host.insert(host.end(), part.begin(), part.end());
+      total += n;
     }
-    return Store(DType::kF32, 1, n, ConvertTo(*view, DType::kF32));
+    return Store(DType::kF32, 1, total, host);
+  }
+  absl::StatusOr<Tensor> Vector(const std::string& name, int64_t n, const Split& split = {}) {
+    return Vector(std::vector<std::string>{name}, std::vector<int64_t>{n}, split);
   }
 
  private:
@@ -191,8 +203,7 @@ LlamaModel::~LlamaModel() {
   // Until Load hands the weights over, its WeightLoader owns (and on failure frees) them.
   if (!weights_owned_) return;
   for (Layer& layer : layers_) {
-    for (Tensor* t : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.bq, &layer.bk, &layer.bv,
-                      &layer.wo, &layer.ffn_norm, &layer.w_gate_up, &layer.w_down}) {
+    for (Tensor* t : {&layer.attn_norm, &layer.w_qkv, &layer.b_qkv, &layer.wo, &layer.ffn_norm, &layer.w_gate_up, &layer.w_down}) {
       free(*t);
     }
   }
@@ -244,13 +255,13 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& 
     const std::string p = absl::StrCat("model.layers.", i, ".");
     Layer layer;
     SPLITSPEC_ASSIGN_OR_RETURN(layer.attn_norm, load.Vector(p + "input_layernorm.weight", hidden));
-    SPLITSPEC_ASSIGN_OR_RETURN(layer.wq, load.Matrix({p + "self_attn.q_proj.weight"}, {q_dim}, hidden, by_rows));
-    SPLITSPEC_ASSIGN_OR_RETURN(layer.wk, load.Matrix({p + "self_attn.k_proj.weight"}, {kv_dim}, hidden, by_rows));
-    SPLITSPEC_ASSIGN_OR_RETURN(layer.wv, load.Matrix({p + "self_attn.v_proj.weight"}, {kv_dim}, hidden, by_rows));
+    SPLITSPEC_ASSIGN_OR_RETURN(
+        layer.w_qkv, load.Matrix({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"},
+                                 {q_dim, kv_dim, kv_dim}, hidden, by_rows));
     if (c.attention_bias) {
-      SPLITSPEC_ASSIGN_OR_RETURN(layer.bq, load.Vector(p + "self_attn.q_proj.bias", q_dim, by_rows));
-      SPLITSPEC_ASSIGN_OR_RETURN(layer.bk, load.Vector(p + "self_attn.k_proj.bias", kv_dim, by_rows));
-      SPLITSPEC_ASSIGN_OR_RETURN(layer.bv, load.Vector(p + "self_attn.v_proj.bias", kv_dim, by_rows));
+      SPLITSPEC_ASSIGN_OR_RETURN(
+          layer.b_qkv, load.Vector({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"},
+                                   {q_dim, kv_dim, kv_dim}, by_rows));
     }
     SPLITSPEC_ASSIGN_OR_RETURN(layer.wo, load.Matrix({p + "self_attn.o_proj.weight"}, {hidden}, q_dim, by_cols));
     SPLITSPEC_ASSIGN_OR_RETURN(layer.ffn_norm, load.Vector(p + "post_attention_layernorm.weight", hidden));
@@ -404,9 +415,8 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, KvCache& 
   for (int layer_index = 0; layer_index < c.n_layers; ++layer_index) {
     Layer& layer = layers_[layer_index];
     backend_.RmsNorm(x, layer.attn_norm, c.rms_norm_eps, h);
-    backend_.MatMul(h, layer.wq, c.attention_bias ? &layer.bq : nullptr, q);
-    backend_.MatMul(h, layer.wk, c.attention_bias ? &layer.bk : nullptr, k);
-    backend_.MatMul(h, layer.wv, c.attention_bias ? &layer.bv : nullptr, v);
+    Tensor* qkv[] = {&q, &k, &v};
+    backend_.MatMulSplit(h, layer.w_qkv, c.attention_bias ? &layer.b_qkv : nullptr, qkv);
     backend_.Rope(q, n_heads, rope_, positions);
     backend_.Rope(k, n_heads_kv_local_, rope_, positions);
     backend_.Attention(q, k, v, n_heads, kv.layout(), kv.k(layer_index), kv.v(layer_index), attention, attn);
