@@ -76,6 +76,61 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(Sizes{64, 64, 1}, Sizes{67, 80, 7}, Sizes{5, 33, 16}, Sizes{128, 192, 9},
                                          Sizes{3, 7, 2})));
 
+// A fused projection (q, k, v as one weight matrix) must give each part exactly the bits of a
+// separate MatMul over that part's rows, with part sizes that do not fill whole row blocks; the
+// interface's default implementation (what a backend without an override runs) must agree too.
+class MatMulSplitTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatMulSplitTest, EachPartEqualsItsOwnMatMulBitForBit) {
+  const DType dtype = GetParam();
+  std::unique_ptr<Backend> backend = CreateCpuBackend();
+  const std::vector<int64_t> part_rows = {13, 8, 3};
+  const int64_t n_rows = 24, n_in = 70, n_tokens = 6;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> w_values(static_cast<size_t>(n_rows * n_in));
+  for (float& v : w_values) v = normal(rng);
+  const std::vector<uint8_t> w_bytes = EncodeValues(w_values, dtype);
+  Tensor w = *backend->Allocate(dtype, n_rows, n_in);
+  backend->Upload(w_bytes.data(), w);
+  Tensor bias = *backend->Allocate(DType::kF32, 1, n_rows);
+  for (int64_t i = 0; i < n_rows; ++i) bias.f32()[i] = normal(rng);
+  Tensor x = *backend->Allocate(DType::kF32, n_tokens, n_in);
+  for (int64_t i = 0; i < x.n_elements(); ++i) x.f32()[i] = normal(rng);
+
+  for (const bool with_bias : {false, true}) {
+    std::vector<Tensor> fused, fallback, separate;
+    int64_t first = 0;
+    for (int64_t rows : part_rows) {
+      fused.push_back(*backend->Allocate(DType::kF32, n_tokens, rows));
+      fallback.push_back(*backend->Allocate(DType::kF32, n_tokens, rows));
+      separate.push_back(*backend->Allocate(DType::kF32, n_tokens, rows));
+      const size_t row_bytes = static_cast<size_t>(n_in) * DTypeSize(dtype);
+      const Tensor part{static_cast<uint8_t*>(w.data) + first * row_bytes, dtype, rows, n_in};
+      const Tensor part_bias{bias.f32() + first, DType::kF32, 1, rows};
+      backend->MatMul(x, part, with_bias ? &part_bias : nullptr, separate.back());
+      first += rows;
+    }
+    std::vector<Tensor*> fused_outs, fallback_outs;
+    for (size_t i = 0; i < part_rows.size(); ++i) {
+      fused_outs.push_back(&fused[i]);
+      fallback_outs.push_back(&fallback[i]);
+    }
+    backend->MatMulSplit(x, w, with_bias ? &bias : nullptr, fused_outs);
+    backend->Backend::MatMulSplit(x, w, with_bias ? &bias : nullptr, fallback_outs);
+    for (size_t i = 0; i < part_rows.size(); ++i) {
+      const size_t bytes = separate[i].n_bytes();
+      EXPECT_EQ(std::memcmp(fused[i].data, separate[i].data, bytes), 0) << "part " << i << " bias " << with_bias;
+      EXPECT_EQ(std::memcmp(fallback[i].data, separate[i].data, bytes), 0) << "part " << i << " bias " << with_bias;
+    }
+    for (auto* list : {&fused, &fallback, &separate})
+      for (Tensor& t : *list) backend->Free(t);
+  }
+  for (Tensor* t : {&w, &bias, &x}) backend->Free(*t);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, MatMulSplitTest, ::testing::Values(DType::kF32, DType::kF16, DType::kBF16));
+
 TEST(CpuOpsTest, RmsNormAndSiluMulMatchReference) {
   std::unique_ptr<Backend> backend = CreateCpuBackend();
   const int n = 37;
