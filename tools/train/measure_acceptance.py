@@ -92,6 +92,23 @@ def windows(stream, length, count):
     return [stream[i * step:i * step + length] for i in range(count) if i * step + length <= len(stream)]
 
 
+def workload_token_windows(sp, models, count):
+    """The three workloads as token-id prompts (no BOS): 128-token windows of held-out code and
+    of held-out prose, and repetitive text: a 40-token window of held-out code shown three
+    times, then the start of a fourth, as in boilerplate-heavy requests (repeated records, list
+    items, templated lines). service_acceptance.py uses the same prompts."""
+    def stream(name):
+        with open(os.path.join(models, "heldout", name), encoding="utf-8") as f:
+            return sp.encode(f.read())
+
+    code, prose = stream("code.txt"), stream("prose.txt")
+    return {
+        "code": windows(code, 128, count),
+        "prose": windows(prose, 128, count),
+        "repetitive": [(w * 3) + w[:8] for w in windows(code, 40, count)],
+    }
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="models")
@@ -109,19 +126,8 @@ def main(argv):
     draft = ref.load_model(os.path.join(args.models, "draft"))
     sp = spm.SentencePieceProcessor(model_file=os.path.join(args.models, "target", "tokenizer.model"))
 
-    def stream(name):
-        with open(os.path.join(args.models, "heldout", name), encoding="utf-8") as f:
-            return sp.encode(f.read())
-
-    code, prose = stream("code.txt"), stream("prose.txt")
-    # Repetitive text: a held-out code line block shown three times, then a fourth start, as in
-    # boilerplate-heavy requests (repeated records, list items, templated lines).
-    repetitive = [(w * 3) + w[:8] for w in windows(code, 40, args.prompts)]
-    workloads = {
-        "code": [[BOS] + w for w in windows(code, 128, args.prompts)],
-        "prose": [[BOS] + w for w in windows(prose, 128, args.prompts)],
-        "repetitive": [[BOS] + w for w in repetitive],
-    }
+    workloads = {name: [[BOS] + w for w in prompts]
+                 for name, prompts in workload_token_windows(sp, args.models, args.prompts).items()}
     rows = ["| workload | proposer | acceptance rate | mean accepted per step | tokens per target step |",
             "|---|---|---|---|---|"]
     print("\n".join(rows))

@@ -51,9 +51,9 @@ PRESETS = {
         "draft": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True),
         "seq_len": 256, "batch": 8,
-        "target_steps": 1200, "target_lr": 2e-3,
-        "draft_steps": 500, "draft_lr": 3e-3,
-        "eval_windows": 48, "prose_fraction": 0.3,
+        "target_steps": 3000, "target_lr": 2e-3,
+        "draft_steps": 1500, "draft_lr": 3e-3,
+        "eval_windows": 48, "prose_fraction": 0.3, "repeat_fraction": 0.15,
     },
     "smoke": {
         "vocab_size": 1024,
@@ -64,7 +64,7 @@ PRESETS = {
         "seq_len": 64, "batch": 4,
         "target_steps": 40, "target_lr": 3e-3,
         "draft_steps": 40, "draft_lr": 3e-3,
-        "eval_windows": 8, "prose_fraction": 0.3,
+        "eval_windows": 8, "prose_fraction": 0.3, "repeat_fraction": 0.15,
     },
 }
 
@@ -173,11 +173,19 @@ def lr_at(step, total, peak):
 
 
 class Batches:
-    """Random windows of seq_len + 1 tokens; a window is prose with probability prose_fraction."""
+    """Random windows of seq_len + 1 tokens; a window is prose with probability prose_fraction.
 
-    def __init__(self, streams, seq_len, batch, prose_fraction, seed):
+    With probability repeat_fraction a window is instead a short random span (8-64 tokens) of
+    the corpus repeated to fill it. Text repeats in real traffic (code that restates names,
+    quoted passages, templated lines) and a model continues such text only if it has learned
+    to copy from its context (induction heads); at this model size and token budget natural
+    windows alone do not teach that, so without these windows the target would not continue a
+    repetition and neither speculation nor n-gram lookup would pay on repetitive workloads."""
+
+    def __init__(self, streams, seq_len, batch, prose_fraction, seed, repeat_fraction=0.0):
         self.code, self.prose = streams["code"], streams["prose"]
         self.seq_len, self.batch, self.prose_fraction = seq_len, batch, prose_fraction
+        self.repeat_fraction = repeat_fraction
         self.g = torch.Generator().manual_seed(seed)
 
     def next(self):
@@ -185,8 +193,13 @@ class Batches:
         for _ in range(self.batch):
             use_prose = torch.rand((), generator=self.g).item() < self.prose_fraction
             stream = self.prose if use_prose else self.code
-            start = torch.randint(0, len(stream) - self.seq_len - 1, (), generator=self.g).item()
-            rows.append(stream[start:start + self.seq_len + 1])
+            repeat = torch.rand((), generator=self.g).item() < self.repeat_fraction
+            span = torch.randint(8, 65, (), generator=self.g).item() if repeat else self.seq_len + 1
+            start = torch.randint(0, len(stream) - span, (), generator=self.g).item()
+            window = stream[start:start + span]
+            if repeat:
+                window = window.repeat((self.seq_len + 1 + span - 1) // span)[:self.seq_len + 1]
+            rows.append(window)
         x = torch.stack(rows)
         return x[:, :-1], x[:, 1:]
 
@@ -334,6 +347,9 @@ def write_readme(out, facts):
             facts["target_steps"], facts["batch"], facts["seq_len"],
             facts["target_steps"] * facts["batch"] * facts["seq_len"] / 1e6, int(100 * facts["prose_fraction"])),
         "  (betas 0.9/0.95, weight decay 0.1), peak lr %g, warm-up then cosine to 10%%, gradient clip 1." % facts["target_lr"],
+        "  %d%% of windows are a random 8-64 token span repeated to fill the window, so the model learns" % int(
+            100 * facts.get("repeat_fraction", 0)),
+        "  to continue repeated text (see `Batches` in train_pair.py for why).",
         "- draft: %d steps of the same shape, peak lr %g, loss KL(target || draft) at temperature 1." % (
             facts["draft_steps"], facts["draft_lr"]),
         "- Wall time on this machine (%s, torch %s, %d threads, device %s): total %s" % (
@@ -444,7 +460,8 @@ def main(argv):
         init_weights(target, args.seed)
         target.to(device)
         log("target: %.2f M parameters" % (sum(x.numel() for x in target.parameters()) / 1e6))
-        target_time = train_target(target, Batches(streams, p["seq_len"], p["batch"], p["prose_fraction"], args.seed + 1),
+        target_time = train_target(target, Batches(streams, p["seq_len"], p["batch"], p["prose_fraction"], args.seed + 1,
+                                                   p["repeat_fraction"]),
                                    p["target_steps"], p["target_lr"], device)
         torch.save(target.state_dict(), ckpt)
     target.to(device)
@@ -454,7 +471,8 @@ def main(argv):
     init_weights(draft, args.seed + 2)
     draft.to(device)
     log("draft: %.2f M parameters" % (sum(x.numel() for x in draft.parameters()) / 1e6))
-    draft_time = distill_draft(draft, target, Batches(streams, p["seq_len"], p["batch"], p["prose_fraction"], args.seed + 3),
+    draft_time = distill_draft(draft, target, Batches(streams, p["seq_len"], p["batch"], p["prose_fraction"], args.seed + 3,
+                                           p["repeat_fraction"]),
                                p["draft_steps"], p["draft_lr"], device)
     t_draft = time.time()
 
@@ -465,7 +483,8 @@ def main(argv):
              "heldout_tokens": {k: len(v) for k, v in held.items()}, "seq_len": p["seq_len"], "batch": p["batch"],
              "target_steps": p["target_steps"], "target_lr": p["target_lr"],
              "draft_steps": p["draft_steps"], "draft_lr": p["draft_lr"],
-             "eval_windows": p["eval_windows"], "prose_fraction": p["prose_fraction"]}
+             "eval_windows": p["eval_windows"], "prose_fraction": p["prose_fraction"],
+             "repeat_fraction": p["repeat_fraction"]}
     for name, model in (("target", target), ("draft", draft)):
         out_dir = os.path.join(args.out, name)
         hf_export.export_model_dir(model.cpu(), out_dir, sp_model, args.dtype)
