@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "tests/reference/model_variants.h"
 #include "tests/reference/reference_runner.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace splitspec::reference {
 namespace {
@@ -31,13 +32,6 @@ struct Variant {
   std::function<absl::Status(const std::string& scratch, std::string* model_dir)> build;
   std::vector<int> prompt_lengths;
 };
-
-std::string Scratch(const std::string& variant) {
-  std::string dir = absl::StrCat(testing::TempDir(), "/engine_vs_torch_", getpid(), "_", variant);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 // A `tiny` model from make-model; `check` verifies that the config has the property the
 // variant is named after, so a changed preset cannot silently drop coverage.
@@ -145,12 +139,9 @@ std::vector<Prompt> MakePrompts(const std::vector<int>& lengths, int vocab, uint
 void CheckVariants(const std::vector<Variant>& variants, const std::string& scratch_name) {
   const absl::Status torch_ok = CheckTorch(SPLITSPEC_PYTHON);
   ASSERT_TRUE(torch_ok.ok()) << torch_ok;
-  const std::string scratch = Scratch(scratch_name);
-  // Removes the scratch directory however the function returns (ASSERTs return early).
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { fs::remove_all(dir); }
-  } cleanup{scratch};
+  // Removed however the function returns (ASSERTs return early).
+  const splitspec::testing::ScopedTempDir scratch_dir("engine_vs_torch_" + scratch_name + "_");
+  const std::string& scratch = scratch_dir.path();
 
   std::vector<const Variant*> built;
   std::vector<ReferenceJob> jobs;
@@ -194,7 +185,7 @@ void CheckVariants(const std::vector<Variant>& variants, const std::string& scra
     std::printf("[reference] %-26s max |engine - torch| = %.3g (one forward), %.3g (two forwards); "
                 "%zu prompts, %lld logits\n",
                 v.name.c_str(), diff_whole, diff_split, jobs[i].prompts.size(), static_cast<long long>(n_logits));
-    testing::Test::RecordProperty(v.name + "_max_abs_diff", absl::StrCat(diff_whole));
+    ::testing::Test::RecordProperty(v.name + "_max_abs_diff", absl::StrCat(diff_whole));
     EXPECT_GE(diff_whole, 0.0) << "logit shapes differ";
     EXPECT_LE(diff_whole, kTolerance);
     EXPECT_GE(diff_split, 0.0) << "logit shapes differ";

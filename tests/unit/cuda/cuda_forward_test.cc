@@ -7,6 +7,7 @@
 #include "common/engine/generation/generate.h"
 #include "common/engine/model/llama_model.h"
 #include "common/engine/model/model_maker.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/unit/cuda/cuda_test_util.h"
 
 namespace splitspec::engine::testing {
@@ -21,8 +22,7 @@ class CudaForwardTest : public CudaTest {
   static std::string SmallModelDir() {
     static const std::string* dir = [] {
       ModelConfig config = *PresetConfig("small");
-      const char* tmp = std::getenv("TEST_TMPDIR");
-      auto* path = new std::string(absl::StrCat(tmp ? tmp : ::testing::TempDir(), "/cuda_small_", getpid()));
+      auto* path = new std::string(splitspec::testing::ProcessTempDir("cuda_") + "/small");
       const absl::Status status = WriteRandomModel(config, DType::kBF16, /*seed=*/3, *path);
       EXPECT_TRUE(status.ok()) << status;
       return path;

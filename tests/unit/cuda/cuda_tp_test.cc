@@ -10,6 +10,7 @@
 #include "common/engine/comm/nccl_communicator.h"
 #include "common/engine/model/llama_model.h"
 #include "common/engine/model/model_maker.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/unit/cuda/cuda_test_util.h"
 
 namespace splitspec::engine::testing {
@@ -34,8 +35,7 @@ TEST_F(CudaNcclTest, OneRankGroupAllReducesAndBroadcastsInPlace) {
 TEST_F(CudaNcclTest, TwoGpuShardsMatchTheCpuModel) {
   if (CudaDeviceCount() < 2) GTEST_SKIP() << "TP = 2 over NCCL needs two GPUs; " << CudaDeviceCount() << " present";
   ModelConfig config = *PresetConfig("tiny");
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp ? tmp : ::testing::TempDir(), "/cuda_tp_", getpid());
+  const std::string dir = splitspec::testing::ProcessTempDir("cuda_") + "/tp";
   ASSERT_TRUE(WriteRandomModel(config, DType::kBF16, 9, dir).ok());
   std::vector<int32_t> tokens = {1, 7, 99, 300, 2, 511, 64};
   SequenceStep step{1, tokens, {}, {0, 1, 2, 3, 4, 5, 6}};

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/engine/model/model_maker.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace splitspec::engine::testing {
 
@@ -21,10 +22,10 @@ std::string TinyModelDir(const TestModelSpec& spec) {
   EXPECT_TRUE(config.ok()) << config.status();
   config->attention_bias = spec.attention_bias;
   config->tie_word_embeddings = spec.tie_embeddings;
-  const char* tmp = std::getenv("TEST_TMPDIR");
+  // One directory per test process, removed when it exits.
   const std::string dir =
-      absl::StrCat(tmp ? tmp : ::testing::TempDir(), "/engine_tiny_", std::get<0>(key), "_", spec.attention_bias, "_",
-                   spec.tie_embeddings, "_", spec.seed, "_", getpid());
+      absl::StrCat(splitspec::testing::ProcessTempDir("engine_tiny_"), "/tiny_", std::get<0>(key), "_",
+                   spec.attention_bias, "_", spec.tie_embeddings, "_", spec.seed);
   const absl::Status status = WriteRandomModel(*config, spec.dtype, spec.seed, dir);
   EXPECT_TRUE(status.ok()) << status;
   (*cache)[key] = dir;

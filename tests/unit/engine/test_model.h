@@ -20,7 +20,7 @@ struct TestModelSpec {
 };
 
 // Writes (once per spec, cached for the test binary's lifetime) a `tiny`-preset model
-// directory under the test temp dir and returns its path.
+// directory under the process's temporary directory (removed at exit) and returns its path.
 std::string TinyModelDir(const TestModelSpec& spec = {});
 
 // Loads the tiny model on a fresh CPU backend.

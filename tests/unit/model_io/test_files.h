@@ -13,11 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/scoped_temp_dir.h"
+
 namespace splitspec::engine::testing {
 
-// A new empty directory under the test temp dir.
+// A new empty directory inside this test process's temporary directory, which is removed with
+// everything in it when the process exits.
 inline std::string FreshDir() {
-  std::string pattern = ::testing::TempDir() + "/model_io_XXXXXX";
+  std::string pattern = splitspec::testing::ProcessTempDir("model_io_") + "/dir_XXXXXX";
   EXPECT_NE(mkdtemp(pattern.data()), nullptr);
   return pattern;
 }

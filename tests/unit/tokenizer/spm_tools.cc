@@ -31,19 +31,6 @@ std::vector<std::string> SplitLines(const std::string& text) {
 
 }  // namespace
 
-ScratchDir::ScratchDir() {
-  std::string pattern = ::testing::TempDir() + "splitspec_tok_XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) {
-    ADD_FAILURE() << "mkdtemp failed for " << pattern;
-  }
-  path_ = pattern;
-}
-
-ScratchDir::~ScratchDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));

@@ -8,20 +8,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace splitspec::testing {
 
 // A fresh directory under the test temp dir, removed by the destructor.
-class ScratchDir {
+class ScratchDir : public ScopedTempDir {
  public:
-  ScratchDir();
-  ~ScratchDir();
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  ScratchDir() : ScopedTempDir("splitspec_tok_") {}
 };
 
 absl::StatusOr<std::string> ReadFile(const std::string& path);

@@ -19,6 +19,7 @@
 #include "common/engine/generation/generate.h"
 #include "common/engine/model/llama_model.h"
 #include "common/engine/model/model_maker.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace splitspec::engine {
 namespace {
@@ -43,8 +44,7 @@ std::string ModelDir(const ModelSpec& spec) {
   config.n_heads_kv = spec.n_heads_kv;
   config.head_dim = config.hidden_size / spec.n_heads;
   config.attention_bias = spec.attention_bias;
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp ? tmp : ::testing::TempDir(), "/tp_", spec.name, "_", getpid());
+  const std::string dir = absl::StrCat(splitspec::testing::ProcessTempDir("tp_"), "/", spec.name);
   const absl::Status status = WriteRandomModel(config, spec.dtype, /*seed=*/11, dir);
   EXPECT_TRUE(status.ok()) << status;
   return dir;

@@ -3,7 +3,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -12,6 +11,7 @@
 #include "common/engine/model/draft_maker.h"
 #include "common/engine/model/llama_model.h"
 #include "common/engine/model/model_maker.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace splitspec::testing {
 namespace {
@@ -21,22 +21,12 @@ void Die(const std::string& what) {
   std::abort();
 }
 
-std::string* g_root = nullptr;
-
-void RemoveRoot() {
-  if (g_root == nullptr) return;
-  std::error_code ignored;
-  std::filesystem::remove_all(*g_root, ignored);
-}
-
 TestModels MakeTestModels() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "splitspec-models-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) Die("mkdtemp failed");
-  g_root = new std::string(pattern);
-  std::atexit(RemoveRoot);
+  // Removed when the test process exits.
+  const std::string& root = ProcessTempDir("splitspec-models-");
   TestModels models;
-  models.target_dir = pattern + "/target";
-  models.draft_dir = pattern + "/draft";
+  models.target_dir = root + "/target";
+  models.draft_dir = root + "/draft";
   engine::MakeModelOptions options;
   options.preset = "tiny";
   options.out_dir = models.target_dir;
