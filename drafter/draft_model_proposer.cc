@@ -21,21 +21,39 @@ absl::StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(c
   if (options.kv_blocks <= 0 || options.block_size <= 0) {
     return absl::InvalidArgumentError("kv_blocks and block_size must be positive");
   }
+  // Before binding: a missing GPU is UNAVAILABLE (UNIMPLEMENTED without CUDA), not a CUDA error.
+  if (absl::Status s = engine::CheckDevice(options.device); !s.ok()) return s;
+  absl::StatusOr<engine::DeviceSpec> device = engine::ParseDevice(options.device);
+  if (!device.ok()) return device.status();
+  if (absl::Status s = engine::BindCallingThread(*device, options.n_threads); !s.ok()) return s;
   engine::CpuBackendOptions backend_options;
   backend_options.n_threads = options.n_threads;
-  std::unique_ptr<engine::Backend> backend = engine::CreateCpuBackend(backend_options);
-  absl::StatusOr<std::unique_ptr<engine::LlamaModel>> model = engine::LlamaModel::Load(options.model_dir, *backend);
+  absl::StatusOr<std::unique_ptr<engine::Backend>> backend = engine::CreateBackendByName(options.device, backend_options);
+  if (!backend.ok()) return backend.status();
+  absl::StatusOr<std::unique_ptr<engine::LlamaModel>> model = engine::LlamaModel::Load(options.model_dir, **backend);
   if (!model.ok()) return model.status();
   absl::StatusOr<std::unique_ptr<engine::KvCache>> kv = (*model)->CreateKvCache(options.kv_blocks, options.block_size);
   if (!kv.ok()) return kv.status();
+  if (absl::Status s = engine::BackendStatus(**backend); !s.ok()) return s;
   return std::unique_ptr<DraftModelProposer>(
-      new DraftModelProposer(options, std::move(backend), std::move(*model), std::move(*kv)));
+      new DraftModelProposer(options, *device, std::move(*backend), std::move(*model), std::move(*kv)));
 }
 
-DraftModelProposer::DraftModelProposer(const DraftModelOptions& options, std::unique_ptr<engine::Backend> backend,
+DraftModelProposer::DraftModelProposer(const DraftModelOptions& options, engine::DeviceSpec device,
+                                       std::unique_ptr<engine::Backend> backend,
                                        std::unique_ptr<engine::LlamaModel> model,
                                        std::unique_ptr<engine::KvCache> kv)
-    : options_(options), backend_(std::move(backend)), model_(std::move(model)), kv_(std::move(kv)) {}
+    : options_(options),
+      device_(device),
+      backend_(std::move(backend)),
+      model_(std::move(model)),
+      kv_(std::move(kv)) {}
+
+absl::Status DraftModelProposer::Forward(const std::vector<engine::SequenceStep>& steps,
+                                         engine::ForwardResult* result) {
+  if (absl::Status s = model_->Forward(steps, *kv_, result); !s.ok()) return s;
+  return engine::BackendStatus(*backend_);
+}
 
 DraftModelProposer::~DraftModelProposer() {
   // Backend memory goes back before the backend itself.
@@ -58,6 +76,8 @@ absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(abs
     if (depth[i] > 0) active.push_back(i);
   }
   if (active.empty()) return proposals;
+  // gRPC runs each call on a thread of its own: make it this backend's (CUDA device, threads).
+  if (absl::Status s = engine::BindCallingThread(device_, options_.n_threads); !s.ok()) return s;
 
   // First forward: roll each sequence back to the longest prefix that still agrees with the
   // committed history (dropping the rejected speculation), then feed the rest of the history
@@ -85,7 +105,7 @@ absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(abs
     steps.push_back(std::move(step));
   }
   engine::ForwardResult forward;
-  absl::Status status = model_->Forward(steps, *kv_, &forward);
+  absl::Status status = Forward(steps, &forward);
   if (absl::IsResourceExhausted(status)) return proposals;  // no room: propose nothing this step
   if (!status.ok()) return status;
   for (size_t a = 0; a < active.size(); ++a) {
@@ -109,7 +129,7 @@ absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(abs
       steps.push_back(std::move(step));
     }
     if (growing.empty()) break;
-    status = model_->Forward(steps, *kv_, &forward);
+    status = Forward(steps, &forward);
     if (absl::IsResourceExhausted(status)) break;  // keep the shorter proposals
     if (!status.ok()) return status;
     for (size_t g = 0; g < growing.size(); ++g) {

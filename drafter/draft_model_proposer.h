@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/engine/backend.h"
+#include "common/engine/cuda/select_backend.h"
 #include "common/engine/kv/kv_cache.h"
 #include "common/engine/model/llama_model.h"
 #include "common/engine/sampling/sampler.h"
@@ -34,7 +35,8 @@ struct DraftModelOptions {
   std::string model_dir;
   int32_t kv_blocks = 1024;
   int32_t block_size = 16;
-  int32_t n_threads = 0;  // 0 = all cores
+  int32_t n_threads = 0;       // CPU backend threads, 0 = all cores
+  std::string device = "cpu";  // cpu, cuda or cuda:N (common/engine/cuda/select_backend.h)
 };
 
 // Not thread-safe (see Proposer).
@@ -53,8 +55,12 @@ class DraftModelProposer : public Proposer {
   int32_t KvLength(spec::RequestId id) const;
 
  private:
-  DraftModelProposer(const DraftModelOptions& options, std::unique_ptr<engine::Backend> backend,
-                     std::unique_ptr<engine::LlamaModel> model, std::unique_ptr<engine::KvCache> kv);
+  DraftModelProposer(const DraftModelOptions& options, engine::DeviceSpec device,
+                     std::unique_ptr<engine::Backend> backend, std::unique_ptr<engine::LlamaModel> model,
+                     std::unique_ptr<engine::KvCache> kv);
+  // The model's forward, then the backend's sticky status (the CUDA backend's ops report
+  // errors only there).
+  absl::Status Forward(const std::vector<engine::SequenceStep>& steps, engine::ForwardResult* result);
 
   struct RequestState {
     std::vector<int32_t> kv_tokens;  // what the draft KV holds for the request
@@ -66,6 +72,7 @@ class DraftModelProposer : public Proposer {
                         spec::DraftProposal* proposal) const;
 
   DraftModelOptions options_;
+  engine::DeviceSpec device_;
   std::unique_ptr<engine::Backend> backend_;
   std::unique_ptr<engine::LlamaModel> model_;
   std::unique_ptr<engine::KvCache> kv_;

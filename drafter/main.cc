@@ -1,17 +1,20 @@
 // splitspec-drafter: serves the Drafter gRPC service with a draft-model or n-gram proposer.
-//   splitspec-drafter --model DIR --port P
+//   splitspec-drafter --model DIR --port P [--device cpu|cuda|cuda:N]
 //   splitspec-drafter --ngram [--ngram-min 1 --ngram-max 4] --port P
 // Other flags: --host (127.0.0.1), --max-draft-tokens (16), --kv-blocks (1024), --block-size
 // (16), --threads (0 = all cores), --drain-seconds (10), --metrics-port (9401; 0 = a free port,
 // -1 = no metrics server), --metrics-host (--host).
 // Prints "splitspec-drafter listening on HOST:PORT" once serving (--port 0 picks a free port),
 // then "splitspec-drafter metrics on HOST:PORT" (GET /metrics);
-// SIGTERM/SIGINT drain in-flight calls and exit 0.
+// SIGTERM/SIGINT drain in-flight calls and exit 0. Errors in the flags, and devices this build
+// or machine lacks (--device cuda without CUDA or without a GPU), exit 2 with the reason;
+// failures to load the draft model exit 1.
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "absl/time/time.h"
+#include "common/engine/cuda/select_backend.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/metrics/worker_metrics.h"
@@ -27,7 +30,8 @@ namespace {
 using splitspec::drafter::Proposer;
 
 constexpr char kUsage[] =
-    "usage: splitspec-drafter (--model DIR | --ngram [--ngram-min N] [--ngram-max N]) [--port P] [--host H]\n"
+    "usage: splitspec-drafter (--model DIR [--device cpu|cuda|cuda:N] | --ngram [--ngram-min N] [--ngram-max N])\n"
+    "       [--port P] [--host H]\n"
     "       [--max-draft-tokens K] [--kv-blocks N] [--block-size N] [--threads N] [--drain-seconds S]\n"
     "       [--metrics-port P|0|-1] [--metrics-host H]\n";
 
@@ -39,6 +43,8 @@ int Fail(const absl::Status& status) {
 int Run(const splitspec::rpc::Flags& flags) {
   const std::string model = flags.GetString("model");
   const bool ngram = flags.Has("ngram");
+  const bool has_device = flags.Has("device");
+  const std::string device = flags.GetString("device", "cpu");
   auto ngram_min = flags.GetInt("ngram-min", 1);
   auto ngram_max = flags.GetInt("ngram-max", 4);
   auto port = flags.GetInt("port", 50052);
@@ -56,6 +62,10 @@ int Run(const splitspec::rpc::Flags& flags) {
     if (!s.ok()) return Fail(s);
   }
   if (ngram == !model.empty()) return Fail(absl::InvalidArgumentError("give exactly one of --model DIR or --ngram"));
+  if (ngram && has_device) {
+    return Fail(absl::InvalidArgumentError("--device goes with --model (the n-gram drafter runs no model)"));
+  }
+  if (absl::Status s = splitspec::engine::CheckDevice(device); !s.ok()) return Fail(s);
 
   std::unique_ptr<Proposer> proposer;
   if (ngram) {
@@ -71,6 +81,7 @@ int Run(const splitspec::rpc::Flags& flags) {
     options.kv_blocks = *kv_blocks;
     options.block_size = *block_size;
     options.n_threads = *threads;
+    options.device = device;
     auto created = splitspec::drafter::DraftModelProposer::Create(options);
     if (!created.ok()) {
       std::fprintf(stderr, "error: loading draft model %s: %s\n", model.c_str(),

@@ -1,5 +1,6 @@
-// `splitspec generate`: plain generation on the local engine (--model), or through a running
-// router (--router, handled by the `generate-remote` command when the services are built).
+// `splitspec generate`: plain generation on the local engine (--model, on --device cpu|cuda[:N]),
+// or through a running router (--router, handled by the `generate-remote` command when the
+// services are built).
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -7,8 +8,10 @@
 #include "common/engine/backend.h"
 #include "common/engine/generation/generate.h"
 #include "common/engine/model/llama_model.h"
+#include "common/engine/cuda/select_backend.h"
 #include "common/engine/tokenizer/tokenizer.h"
 #include "tools/command.h"
+#include "tools/engine_device.h"
 
 namespace splitspec::tools {
 namespace {
@@ -33,6 +36,7 @@ int RunGenerate(const Args& args) {
   options.sampling.top_p = static_cast<float>(args.GetDouble("top-p", 1.0));
   options.sampling.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
   const int threads = static_cast<int>(args.GetInt("threads", 0));
+  const engine::DeviceSpec device = DeviceFlagOrExit(args);
   args.CheckAllUsed();
 
   auto tokenizer = engine::Tokenizer::LoadFromFile(model_dir + "/tokenizer.model");
@@ -40,7 +44,7 @@ int RunGenerate(const Args& args) {
     std::fprintf(stderr, "error: %s\n", std::string(tokenizer.status().message()).c_str());
     return 1;
   }
-  std::unique_ptr<engine::Backend> backend = engine::CreateCpuBackend({threads});
+  std::unique_ptr<engine::Backend> backend = CreateBackendOrExit(device, threads);
   auto model = engine::LlamaModel::Load(model_dir, *backend);
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(model.status().message()).c_str());
@@ -68,8 +72,10 @@ int RunGenerate(const Args& args) {
   const auto start = std::chrono::steady_clock::now();
   auto result = engine::GenerateTokens(**model, **kv, prompt_tokens, options);
   const auto end = std::chrono::steady_clock::now();
-  if (!result.ok()) {
-    std::fprintf(stderr, "\nerror: %s\n", std::string(result.status().message()).c_str());
+  // The CUDA backend reports op failures only through its status.
+  const absl::Status status = result.ok() ? engine::BackendStatus(*backend) : result.status();
+  if (!status.ok()) {
+    std::fprintf(stderr, "\nerror: %s\n", std::string(status.message()).c_str());
     return 1;
   }
   const double total = std::chrono::duration<double>(end - start).count();

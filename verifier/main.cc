@@ -1,82 +1,87 @@
 // splitspec-verifier: serves the Verifier gRPC service over the target model.
-//   splitspec-verifier --model DIR --port P
+//   splitspec-verifier --model DIR --port P [--device cpu|cuda|cuda:N]
 // Other flags: --host (127.0.0.1), --max-draft-tokens (64), --kv-blocks (1024), --block-size
-// (16), --threads (0 = all cores), --drain-seconds (10), --metrics-port (9402; 0 = a free port,
-// -1 = no metrics server), --metrics-host (--host).
+// (16), --threads (per rank; 0 = all cores, split between ranks as threads), --drain-seconds
+// (10), --metrics-port (9402; 0 = a free port, -1 = no metrics server), --metrics-host (--host).
 // Prints "splitspec-verifier listening on HOST:PORT" once serving (--port 0 picks a free port),
 // then "splitspec-verifier metrics on HOST:PORT" (GET /metrics);
 // SIGTERM/SIGINT drain in-flight calls and exit 0.
+//
+// Tensor parallelism (verifier/tp_step.h):
+//   --tp N                      N ranks as threads of this process (in-process communicator;
+//                               --device cpu).
+//   --tp N --tp-rank R --tp-id-file F
+//                               one process per GPU over NCCL (--device cuda: rank R uses GPU R;
+//                               cuda:K pins GPU K). Rank 0 writes the NCCL group id to F and
+//                               serves gRPC; start ranks 1..N-1 once F exists (they read it at
+//                               start-up). They follow rank 0's steps and exit when it does.
+// Errors in the flags, and devices this build or machine lacks (--device cuda without CUDA or
+// without a GPU), exit 2 with the reason; failures to load the model exit 1.
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/engine/cuda/select_backend.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/metrics/worker_metrics.h"
 #include "common/rpc/flags.h"
 #include "common/rpc/server.h"
+#include "verifier/tp_step.h"
 #include "verifier/verifier_core.h"
+#include "verifier/verifier_replica.h"
 #include "verifier/verifier_service.h"
+
+#ifdef SPLITSPEC_HAVE_NCCL
+#include "common/engine/comm/nccl_communicator.h"
+#endif
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: splitspec-verifier --model DIR [--port P] [--host H] [--max-draft-tokens K] [--kv-blocks N]\n"
-    "       [--block-size N] [--threads N] [--drain-seconds S] [--metrics-port P|0|-1] [--metrics-host H]\n";
+    "usage: splitspec-verifier --model DIR [--port P] [--host H] [--device cpu|cuda|cuda:N]\n"
+    "       [--tp N [--tp-rank R --tp-id-file F]] [--max-draft-tokens K] [--kv-blocks N] [--block-size N]\n"
+    "       [--threads N] [--drain-seconds S] [--metrics-port P|0|-1] [--metrics-host H]\n";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
   return 2;
 }
 
-int Run(const splitspec::rpc::Flags& flags) {
-  splitspec::verifier::VerifierOptions options;
-  options.model_dir = flags.GetString("model");
-  auto port = flags.GetInt("port", 50051);
-  auto max_draft = flags.GetInt("max-draft-tokens", 64);
-  auto kv_blocks = flags.GetInt("kv-blocks", 1024);
-  auto block_size = flags.GetInt("block-size", 16);
-  auto threads = flags.GetInt("threads", 0);
-  auto drain = flags.GetDouble("drain-seconds", 10);
-  const std::string host = flags.GetString("host", "127.0.0.1");
-  auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kVerifierMetricsPort);
-  const std::string metrics_host = flags.GetString("metrics-host", host);
-  for (const absl::Status& s : {port.status(), max_draft.status(), kv_blocks.status(), block_size.status(),
-                                threads.status(), drain.status(), metrics_port.status(), flags.CheckAllUsed()}) {
-    if (!s.ok()) return Fail(s);
-  }
-  if (options.model_dir.empty()) return Fail(absl::InvalidArgumentError("--model DIR is required"));
-  options.kv_blocks = *kv_blocks;
-  options.block_size = *block_size;
-  options.max_draft_tokens = *max_draft;
-  options.n_threads = *threads;
-  auto core = splitspec::verifier::VerifierCore::Create(options);
-  if (!core.ok()) {
-    std::fprintf(stderr, "error: loading target model %s: %s\n", options.model_dir.c_str(),
-                 std::string(core.status().message()).c_str());
-    return 1;
-  }
+int LoadFailed(const std::string& model_dir, const absl::Status& status) {
+  std::fprintf(stderr, "error: loading target model %s: %s\n", model_dir.c_str(), std::string(status.message()).c_str());
+  return 1;
+}
+
+
+// Serves `core` until SIGTERM/SIGINT.
+int Serve(splitspec::verifier::VerifierCore& core, const std::string& host, int port, int metrics_port,
+          const std::string& metrics_host, double drain, const std::string& device) {
   splitspec::metrics::MetricsRegistry registry;
   auto worker_metrics = splitspec::metrics::WorkerMetrics::Create(registry, splitspec::metrics::WorkerRole::kVerifier);
   if (!worker_metrics.ok()) return Fail(worker_metrics.status());
-  splitspec::verifier::VerifierService service(core->get(), worker_metrics->get());
-  auto metrics_server = splitspec::metrics::StartMetricsServer(registry, metrics_host, *metrics_port);
+  splitspec::verifier::VerifierService service(&core, worker_metrics->get());
+  auto metrics_server = splitspec::metrics::StartMetricsServer(registry, metrics_host, metrics_port);
   if (!metrics_server.ok()) {
     std::fprintf(stderr, "error: %s (--metrics-port)\n", std::string(metrics_server.status().message()).c_str());
     return 1;
   }
 
   splitspec::rpc::ServerOptions server_options;
-  server_options.address = splitspec::rpc::JoinHostPort(host, *port);
-  server_options.drain_timeout = absl::Seconds(*drain);
+  server_options.address = splitspec::rpc::JoinHostPort(host, port);
+  server_options.drain_timeout = absl::Seconds(drain);
   auto server = splitspec::rpc::Server::Start(server_options, {&service}, {"splitspec.v1.Verifier"});
   if (!server.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
     return 1;
   }
-  std::printf("splitspec-verifier listening on %s (%s)\n", (*server)->address().c_str(),
-              (*core)->Info().model_name.c_str());
+  std::printf("splitspec-verifier listening on %s (%s, %s, tp %d)\n", (*server)->address().c_str(),
+              core.Info().model_name.c_str(), device.c_str(), core.tp_size());
   if (*metrics_server != nullptr) {
     std::printf("splitspec-verifier metrics on %s\n",
                 splitspec::rpc::JoinHostPort(metrics_host, (*metrics_server)->port()).c_str());
@@ -87,6 +92,142 @@ int Run(const splitspec::rpc::Flags& flags) {
   (*server)->Shutdown();
   if (*metrics_server != nullptr) (*metrics_server)->Stop();
   return 0;
+}
+
+#ifdef SPLITSPEC_HAVE_NCCL
+int GroupFailed(const absl::Status& status) {
+  std::fprintf(stderr, "error: joining the tensor-parallel group: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+// One process of a multi-process group (NCCL). Rank 0 serves; the others follow until rank 0
+// shuts the group down.
+int RunRankProcess(const splitspec::verifier::VerifierOptions& options, int tp_rank, const std::string& id_file,
+                   const std::string& host, int port, int metrics_port, const std::string& metrics_host,
+                   double drain) {
+  namespace engine = splitspec::engine;
+  std::string id;
+  if (tp_rank == 0) {
+    auto made = engine::NewNcclUniqueId();
+    if (!made.ok()) return GroupFailed(made.status());
+    id = *made;
+    // Written then renamed, so a rank that finds the file finds all of it.
+    const std::string tmp = id_file + ".tmp";
+    std::ofstream(tmp, std::ios::trunc) << absl::BytesToHexString(id) << "\n";
+    if (std::rename(tmp.c_str(), id_file.c_str()) != 0) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("cannot write --tp-id-file ", id_file)));
+    }
+    std::fprintf(stderr, "splitspec-verifier: rank 0 wrote the NCCL group id to %s\n", id_file.c_str());
+  } else {
+    std::ifstream in(id_file);
+    std::string hex;
+    in >> hex;
+    id = absl::HexStringToBytes(hex);
+    if (!in || id.empty()) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("cannot read an NCCL group id from --tp-id-file ", id_file, " (start rank 0 first)")));
+    }
+  }
+  const engine::DeviceSpec device = *engine::ParseDevice(options.device);
+  if (absl::Status s = engine::BindCallingThread(device, 0); !s.ok()) return GroupFailed(s);
+  auto backend = engine::CreateBackendByName(options.device);
+  if (!backend.ok()) return GroupFailed(backend.status());
+  // Blocks until every rank has joined.
+  auto comm = engine::CreateNcclCommunicator(id, tp_rank, options.tp_size, device.index,
+                                             engine::BackendStream(**backend));
+  if (!comm.ok()) return GroupFailed(comm.status());
+  splitspec::verifier::ReplicaOptions replica_options;
+  replica_options.model_dir = options.model_dir;
+  replica_options.device = options.device;
+  replica_options.n_threads = options.n_threads;
+  replica_options.kv_blocks = options.kv_blocks;
+  replica_options.block_size = options.block_size;
+  replica_options.tp_rank = tp_rank;
+  replica_options.tp_size = options.tp_size;
+  auto replica = splitspec::verifier::VerifierReplica::Create(replica_options, std::move(*backend), comm->get());
+  if (!replica.ok()) return LoadFailed(options.model_dir, replica.status());
+  if (tp_rank != 0) {
+    std::printf("splitspec-verifier rank %d of %d following rank 0 (%s)\n", tp_rank, options.tp_size,
+                options.device.c_str());
+    std::fflush(stdout);
+    splitspec::verifier::StepChannel channel((*replica)->backend(), **comm);
+    const absl::Status followed = splitspec::verifier::RunFollower(**replica, channel);
+    if (!followed.ok()) {
+      std::fprintf(stderr, "error: rank %d cannot follow rank 0: %s\n", tp_rank, std::string(followed.message()).c_str());
+      return 1;
+    }
+    return 0;
+  }
+  auto core = splitspec::verifier::VerifierCore::CreateRank0(options, std::move(*comm), std::move(*replica));
+  if (!core.ok()) return LoadFailed(options.model_dir, core.status());
+  return Serve(**core, host, port, metrics_port, metrics_host, drain, options.device);
+}
+#endif  // SPLITSPEC_HAVE_NCCL
+
+int Run(const splitspec::rpc::Flags& flags) {
+  splitspec::verifier::VerifierOptions options;
+  options.model_dir = flags.GetString("model");
+  options.device = flags.GetString("device", "cpu");
+  auto port = flags.GetInt("port", 50051);
+  auto max_draft = flags.GetInt("max-draft-tokens", 64);
+  auto kv_blocks = flags.GetInt("kv-blocks", 1024);
+  auto block_size = flags.GetInt("block-size", 16);
+  auto threads = flags.GetInt("threads", 0);
+  auto tp = flags.GetInt("tp", 1);
+  const bool multi_process = flags.Has("tp-rank");
+  auto tp_rank = flags.GetInt("tp-rank", 0);
+  const std::string tp_id_file = flags.GetString("tp-id-file");
+  auto drain = flags.GetDouble("drain-seconds", 10);
+  const std::string host = flags.GetString("host", "127.0.0.1");
+  auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kVerifierMetricsPort);
+  const std::string metrics_host = flags.GetString("metrics-host", host);
+  for (const absl::Status& s : {port.status(), max_draft.status(), kv_blocks.status(), block_size.status(),
+                                threads.status(), tp.status(), tp_rank.status(), drain.status(),
+                                metrics_port.status(), flags.CheckAllUsed()}) {
+    if (!s.ok()) return Fail(s);
+  }
+  if (options.model_dir.empty()) return Fail(absl::InvalidArgumentError("--model DIR is required"));
+  if (absl::Status s = splitspec::engine::CheckDevice(options.device); !s.ok()) return Fail(s);
+  const splitspec::engine::DeviceSpec device = *splitspec::engine::ParseDevice(options.device);
+  if (*tp < 1) return Fail(absl::InvalidArgumentError(absl::StrCat("--tp must be >= 1, got ", *tp)));
+  options.kv_blocks = *kv_blocks;
+  options.block_size = *block_size;
+  options.max_draft_tokens = *max_draft;
+  options.n_threads = *threads;
+  options.tp_size = *tp;
+
+  if (multi_process) {
+    if (*tp_rank < 0 || *tp_rank >= *tp) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--tp-rank ", *tp_rank, " outside [0, ", *tp, ")")));
+    }
+    if (tp_id_file.empty()) {
+      return Fail(absl::InvalidArgumentError("--tp-rank needs --tp-id-file F (rank 0 writes it, the others read it)"));
+    }
+    if (!device.cuda) {
+      return Fail(absl::InvalidArgumentError(
+          "one process per rank runs NCCL between GPUs: use --device cuda; on the CPU run every rank in one "
+          "process with --tp N and no --tp-rank"));
+    }
+#ifdef SPLITSPEC_HAVE_NCCL
+    // `cuda` means one GPU per rank, by rank; `cuda:K` pins the device.
+    if (options.device == "cuda") {
+      options.device = absl::StrCat("cuda:", *tp_rank);
+      if (absl::Status s = splitspec::engine::CheckDevice(options.device); !s.ok()) return Fail(s);
+    }
+    return RunRankProcess(options, *tp_rank, tp_id_file, host, *port, *metrics_port, metrics_host, *drain);
+#else
+    return Fail(absl::UnimplementedError("--tp-rank (one process per GPU) needs NCCL; this build has none"));
+#endif
+  }
+  if (!tp_id_file.empty()) return Fail(absl::InvalidArgumentError("--tp-id-file goes with --tp-rank"));
+  if (*tp > 1 && device.cuda) {
+    return Fail(absl::InvalidArgumentError(
+        "--tp N without --tp-rank runs the ranks as threads of one process on the CPU; on GPUs run one "
+        "process per rank with --tp-rank R and --tp-id-file F"));
+  }
+  auto core = splitspec::verifier::VerifierCore::Create(options);
+  if (!core.ok()) return LoadFailed(options.model_dir, core.status());
+  return Serve(**core, host, *port, *metrics_port, metrics_host, *drain, options.device);
 }
 
 }  // namespace

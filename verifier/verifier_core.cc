@@ -1,7 +1,10 @@
 // Verifier core (see verifier_core.h).
 #include "verifier/verifier_core.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 
@@ -50,39 +53,95 @@ absl::StatusOr<spec::DraftTree> BuildTree(const spec::DraftProposal& draft, int3
   return spec::DraftTree::Create(draft.tokens, draft.parents, std::move(dists), limits);
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<VerifierCore>> VerifierCore::Create(const VerifierOptions& options) {
+absl::Status CheckOptions(const VerifierOptions& options) {
   if (options.kv_blocks <= 0 || options.block_size <= 0) {
     return absl::InvalidArgumentError("kv_blocks and block_size must be positive");
   }
   if (options.max_draft_tokens < 0) return absl::InvalidArgumentError("max_draft_tokens must be >= 0");
-  engine::CpuBackendOptions backend_options;
-  backend_options.n_threads = options.n_threads;
-  std::unique_ptr<engine::Backend> backend = engine::CreateCpuBackend(backend_options);
-  absl::StatusOr<std::unique_ptr<engine::LlamaModel>> model = engine::LlamaModel::Load(options.model_dir, *backend);
-  if (!model.ok()) return model.status();
-  absl::StatusOr<std::unique_ptr<engine::KvCache>> kv = (*model)->CreateKvCache(options.kv_blocks, options.block_size);
-  if (!kv.ok()) return kv.status();
-  return std::unique_ptr<VerifierCore>(
-      new VerifierCore(options, std::move(backend), std::move(*model), std::move(*kv)));
+  if (options.tp_size < 1) return absl::InvalidArgumentError(absl::StrCat("tp_size must be >= 1, got ", options.tp_size));
+  return absl::OkStatus();
 }
 
-VerifierCore::VerifierCore(const VerifierOptions& options, std::unique_ptr<engine::Backend> backend,
-                           std::unique_ptr<engine::LlamaModel> model, std::unique_ptr<engine::KvCache> kv)
-    : options_(options),
-      backend_(std::move(backend)),
-      model_(std::move(model)),
-      kv_(std::move(kv)),
-      model_name_(BaseName(options.model_dir)) {}
+ReplicaOptions ToReplicaOptions(const VerifierOptions& options) {
+  ReplicaOptions replica;
+  replica.model_dir = options.model_dir;
+  replica.device = options.device;
+  replica.n_threads = options.n_threads;
+  if (options.tp_size > 1 && replica.n_threads == 0) {
+    // Ranks as threads share the cores: split them rather than oversubscribe.
+    replica.n_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / options.tp_size);
+  }
+  replica.kv_blocks = options.kv_blocks;
+  replica.block_size = options.block_size;
+  replica.tp_size = options.tp_size;
+  return replica;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<VerifierCore>> VerifierCore::Create(const VerifierOptions& options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  std::unique_ptr<VerifierCore> core(new VerifierCore(options));
+  if (options.tp_size > 1) {
+    absl::StatusOr<std::unique_ptr<InProcessTpGroup>> group =
+        InProcessTpGroup::Start(ToReplicaOptions(options), options.step_observer);
+    if (!group.ok()) return group.status();
+    core->group_ = std::move(*group);
+    core->leader_ = std::make_unique<StepLeader>(core->group_->rank0(), &core->group_->rank0_channel(),
+                                                 options.step_observer);
+    return core;
+  }
+  absl::StatusOr<std::unique_ptr<VerifierReplica>> replica = VerifierReplica::Create(ToReplicaOptions(options), nullptr);
+  if (!replica.ok()) return replica.status();
+  core->replica_ = std::move(*replica);
+  core->leader_ = std::make_unique<StepLeader>(*core->replica_, nullptr, options.step_observer);
+  return core;
+}
+
+absl::StatusOr<std::unique_ptr<VerifierCore>> VerifierCore::CreateRank0(const VerifierOptions& options,
+                                                                        std::unique_ptr<engine::Communicator> comm,
+                                                                        std::unique_ptr<VerifierReplica> replica) {
+  if (comm == nullptr || replica == nullptr || comm->rank() != 0 || replica->options().tp_rank != 0 ||
+      comm->size() != replica->options().tp_size) {
+    return absl::InvalidArgumentError("CreateRank0 needs rank 0's communicator and replica of one group");
+  }
+  if (absl::Status s = CheckOptions(options); !s.ok()) {
+    // The other ranks already wait for the first step: release them.
+    StepChannel channel(replica->backend(), *comm);
+    if (replica->BindCallingThread().ok()) channel.Send(StepMessage{StepKind::kShutdown, {}, {}, {}}).IgnoreError();
+    return s;
+  }
+  VerifierOptions effective = options;
+  effective.device = replica->options().device;
+  effective.tp_size = replica->options().tp_size;
+  effective.n_threads = replica->options().n_threads;
+  std::unique_ptr<VerifierCore> core(new VerifierCore(effective));
+  core->comm_ = std::move(comm);
+  core->replica_ = std::move(replica);
+  core->channel_ = std::make_unique<StepChannel>(core->replica_->backend(), *core->comm_);
+  core->leader_ = std::make_unique<StepLeader>(*core->replica_, core->channel_.get(), options.step_observer);
+  return core;
+}
+
+VerifierCore::VerifierCore(const VerifierOptions& options)
+    : options_(options), model_name_(BaseName(options.model_dir)) {}
 
 VerifierCore::~VerifierCore() {
-  // The KV cache and model hold backend memory: free them before the backend.
-  kv_.reset();
-  model_.reset();
+  if (leader_ != nullptr) {
+    const absl::Status stopped = leader_->Shutdown();
+    if (!stopped.ok()) {
+      std::fprintf(stderr, "splitspec-verifier: stopping the tensor-parallel ranks: %s\n",
+                   std::string(stopped.message()).c_str());
+    }
+  }
+  leader_.reset();
+  group_.reset();  // joins the follower threads
+  channel_.reset();
+  replica_.reset();
+  comm_.reset();
 }
 
-int32_t VerifierCore::vocab_size() const { return model_->config().vocab_size; }
+int32_t VerifierCore::vocab_size() const { return config().vocab_size; }
 
 absl::Status VerifierCore::CheckTokens(const std::vector<int32_t>& tokens, const char* what,
                                        spec::RequestId id) const {
@@ -101,7 +160,7 @@ int32_t VerifierCore::NextToken(Session& session, const float* logits) const {
 }
 
 absl::StatusOr<std::vector<spec::PrefillResult>> VerifierCore::Prefill(const std::vector<spec::PrefillItem>& items) {
-  const int32_t max_positions = model_->config().max_position_embeddings;
+  const int32_t max_positions = config().max_position_embeddings;
   std::unordered_set<spec::RequestId> seen;
   for (const spec::PrefillItem& item : items) {
     if (!seen.insert(item.id).second) {
@@ -128,10 +187,6 @@ absl::StatusOr<std::vector<spec::PrefillResult>> VerifierCore::Prefill(const std
   std::vector<engine::SequenceStep> steps;
   steps.reserve(items.size());
   for (const spec::PrefillItem& item : items) {
-    if (absl::Status s = kv_->AddSequence(item.id); !s.ok()) {
-      for (const engine::SequenceStep& step : steps) kv_->Release(step.seq);
-      return s;
-    }
     engine::SequenceStep step;
     step.seq = item.id;
     step.tokens = item.tokens;
@@ -139,10 +194,7 @@ absl::StatusOr<std::vector<spec::PrefillResult>> VerifierCore::Prefill(const std
     steps.push_back(std::move(step));
   }
   engine::ForwardResult forward;
-  if (absl::Status s = model_->Forward(steps, *kv_, &forward); !s.ok()) {
-    for (const engine::SequenceStep& step : steps) kv_->Release(step.seq);
-    return s;
-  }
+  if (absl::Status s = leader_->BeginPrefill(steps, &forward); !s.ok()) return s;
   std::vector<spec::PrefillResult> results;
   results.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
@@ -153,12 +205,18 @@ absl::StatusOr<std::vector<spec::PrefillResult>> VerifierCore::Prefill(const std
     results.push_back(spec::PrefillResult{items[i].id, session.pending});
     sessions_.emplace(items[i].id, std::move(session));
   }
+  // Sessions exist on rank 0 only; the other ranks keep the prefilled KV.
+  if (absl::Status s = leader_->Commit({}); !s.ok()) {
+    // Only a broken group gets here, and the leader undid the step: no session either.
+    for (const spec::PrefillItem& item : items) sessions_.erase(item.id);
+    return s;
+  }
   return results;
 }
 
 absl::StatusOr<spec::VerifyResponse> VerifierCore::Verify(const std::vector<spec::VerifyItem>& items) {
   const auto start = Clock::now();
-  const int32_t max_positions = model_->config().max_position_embeddings;
+  const int32_t max_positions = config().max_position_embeddings;
   std::vector<spec::DraftTree> trees;
   trees.reserve(items.size());
   std::unordered_set<spec::RequestId> seen;
@@ -176,7 +234,7 @@ absl::StatusOr<spec::VerifyResponse> VerifierCore::Verify(const std::vector<spec
       return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": malformed draft tree: ",
                                                      tree.status().message()));
     }
-    if (kv_->Length(item.id) + 1 + tree->max_depth() > max_positions) {
+    if (kv().Length(item.id) + 1 + tree->max_depth() > max_positions) {
       return absl::OutOfRangeError(absl::StrCat("request ", item.id, ": the draft runs past the model's context of ",
                                                 max_positions, " tokens"));
     }
@@ -199,14 +257,17 @@ absl::StatusOr<spec::VerifyResponse> VerifierCore::Verify(const std::vector<spec
       step.parents = trees[i].ParentsWithRoot();
       step.logit_nodes.resize(step.tokens.size());
       for (size_t n = 0; n < step.tokens.size(); ++n) step.logit_nodes[n] = static_cast<int32_t>(n);
-      bases.push_back(kv_->Length(items[i].id));
+      bases.push_back(kv().Length(items[i].id));
       first_row.push_back(rows);
       rows += static_cast<int32_t>(step.tokens.size());
       steps.push_back(std::move(step));
     }
     engine::ForwardResult forward;
-    if (absl::Status s = model_->Forward(steps, *kv_, &forward); !s.ok()) return s;
+    if (absl::Status s = leader_->BeginVerify(steps, &forward); !s.ok()) return s;
 
+    // Rank 0 alone decides; the decisions reach the other ranks in one commit.
+    std::vector<CommitOp> commits;
+    commits.reserve(items.size());
     response.results.reserve(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
       Session& session = sessions_.at(items[i].id);
@@ -218,49 +279,54 @@ absl::StatusOr<spec::VerifyResponse> VerifierCore::Verify(const std::vector<spec
           forward.Row(first_row[i]), (static_cast<size_t>(tree.size()) + 1) * vocab);
       absl::StatusOr<spec::VerifyOutcome> outcome =
           spec::Verify(tree, logits, vocab_size(), session.sampling, *session.rng);
-      if (!outcome.ok()) return outcome.status();
-      if (absl::Status s = kv_->CommitPath(items[i].id, bases[i], outcome->AcceptedRowsWithRoot()); !s.ok()) {
-        return s;
+      if (!outcome.ok()) {
+        if (absl::Status s = leader_->Abort(); !s.ok()) return s;
+        return outcome.status();
       }
+      commits.push_back(CommitOp{items[i].id, bases[i], outcome->AcceptedRowsWithRoot()});
       spec::VerifyResult result;
       result.id = items[i].id;
       result.accept_length = outcome->accept_length();
       result.tokens = std::move(outcome->tokens);
-      session.pending = result.tokens.back();
       response.results.push_back(std::move(result));
     }
+    if (absl::Status s = leader_->Commit(commits); !s.ok()) return s;
+    for (const spec::VerifyResult& result : response.results) sessions_.at(result.id).pending = result.tokens.back();
   }
   response.compute_seconds = SecondsSince(start);
-  response.free_blocks = kv_->free_blocks();
-  response.total_blocks = kv_->total_blocks();
+  response.free_blocks = kv().free_blocks();
+  response.total_blocks = kv().total_blocks();
   return response;
 }
 
 int32_t VerifierCore::Release(const std::vector<spec::RequestId>& ids) {
-  int32_t released = 0;
+  std::vector<engine::SeqId> known;
   for (spec::RequestId id : ids) {
-    if (sessions_.erase(id) > 0) {
-      kv_->Release(id);
-      ++released;
+    if (sessions_.erase(id) > 0) known.push_back(id);
+  }
+  if (!known.empty()) {
+    // Only a broken group fails here; rank 0's own KV is freed either way.
+    if (absl::Status s = leader_->Release(known); !s.ok()) {
+      std::fprintf(stderr, "splitspec-verifier: release not broadcast: %s\n", std::string(s.message()).c_str());
     }
   }
-  return released;
+  return static_cast<int32_t>(known.size());
 }
 
 spec::WorkerInfo VerifierCore::Info() const {
   spec::WorkerInfo info;
   info.model_name = model_name_;
   info.vocab_size = vocab_size();
-  info.free_blocks = kv_->free_blocks();
-  info.total_blocks = kv_->total_blocks();
-  info.block_size = kv_->block_size();
+  info.free_blocks = kv().free_blocks();
+  info.total_blocks = kv().total_blocks();
+  info.block_size = kv().block_size();
   info.max_draft_tokens = options_.max_draft_tokens;
   info.live_sessions = static_cast<int32_t>(sessions_.size());
   return info;
 }
 
 int32_t VerifierCore::KvLength(spec::RequestId id) const {
-  return sessions_.count(id) ? kv_->Length(id) : -1;
+  return sessions_.count(id) ? kv().Length(id) : -1;
 }
 
 }  // namespace splitspec::verifier

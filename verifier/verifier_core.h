@@ -5,6 +5,11 @@
 // Token bookkeeping (common/spec/worker_api.h): a session's KV holds every committed token but
 // the pending one; Verify feeds the pending token as node 0 followed by the draft nodes.
 //
+// Every change to the engine state goes through a StepLeader (verifier/tp_step.h): with
+// tensor parallelism the core is rank 0, validates each call, broadcasts the step to the other
+// ranks, and alone samples and decides acceptance, whose result it broadcasts before anyone
+// commits KV. TP = 1 runs the same code with nothing to broadcast.
+//
 // Not thread-safe: callers serialise all calls (the service holds one mutex), which matches
 // the engine (one forward at a time).
 #ifndef SPLITSPEC_VERIFIER_VERIFIER_CORE_H_
@@ -17,11 +22,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/engine/backend.h"
-#include "common/engine/kv/kv_cache.h"
-#include "common/engine/model/llama_model.h"
+#include "common/engine/comm/communicator.h"
 #include "common/engine/sampling/sampler.h"
 #include "common/spec/worker_api.h"
+#include "verifier/step_channel.h"
+#include "verifier/tp_group.h"
+#include "verifier/tp_step.h"
+#include "verifier/verifier_replica.h"
 
 namespace splitspec::verifier {
 
@@ -30,13 +37,27 @@ struct VerifierOptions {
   int32_t kv_blocks = 1024;
   int32_t block_size = 16;
   int32_t max_draft_tokens = 64;  // nodes per tree (k above this is INVALID_ARGUMENT)
-  int32_t n_threads = 0;          // CPU backend threads, 0 = all cores
+  int32_t n_threads = 0;          // CPU backend threads (per rank), 0 = all cores / tp_size
+  std::string device = "cpu";     // cpu, cuda or cuda:N (common/engine/cuda/select_backend.h)
+  // Tensor parallelism with ranks as threads of this process (in-process communicator, CPU
+  // only): rank 0 is the core's caller, ranks 1..tp_size-1 follow on their own threads.
+  int32_t tp_size = 1;
+  // Tests: called after every step on every rank's thread (concurrently); see tp_step.h.
+  StepObserver step_observer;
 };
 
 class VerifierCore {
  public:
-  // Loads the model from options.model_dir and sizes its KV cache.
+  // Loads the model from options.model_dir (tp_size shards, ranks as threads, when
+  // tp_size > 1) on options.device and sizes the KV cache.
   static absl::StatusOr<std::unique_ptr<VerifierCore>> Create(const VerifierOptions& options);
+  // Rank 0 of a group whose other ranks run elsewhere (one process per GPU over NCCL): `replica`
+  // is rank 0's, created with `comm`; `comm` reaches the other ranks, which run RunFollower.
+  // options.device, tp_size and n_threads are the replica's; the rest apply.
+  static absl::StatusOr<std::unique_ptr<VerifierCore>> CreateRank0(const VerifierOptions& options,
+                                                                   std::unique_ptr<engine::Communicator> comm,
+                                                                   std::unique_ptr<VerifierReplica> replica);
+  // With tensor parallelism, tells the other ranks to stop (they leave their loops).
   ~VerifierCore();
 
   // Starts one session per item (ALREADY_EXISTS for a live id) in one forward and returns each
@@ -62,6 +83,7 @@ class VerifierCore {
   int32_t vocab_size() const;
   // Committed tokens in the session's KV (everything but the pending token), -1 if unknown.
   int32_t KvLength(spec::RequestId id) const;
+  int tp_size() const { return leader_->tp_size(); }
 
  private:
   struct Session {
@@ -71,15 +93,20 @@ class VerifierCore {
     // request draws from it (greedy sessions never draw).
     std::unique_ptr<engine::Rng> rng;
   };
-  VerifierCore(const VerifierOptions& options, std::unique_ptr<engine::Backend> backend,
-               std::unique_ptr<engine::LlamaModel> model, std::unique_ptr<engine::KvCache> kv);
+  explicit VerifierCore(const VerifierOptions& options);
   absl::Status CheckTokens(const std::vector<int32_t>& tokens, const char* what, spec::RequestId id) const;
   int32_t NextToken(Session& session, const float* logits) const;
+  const engine::KvCache& kv() const { return leader_->replica().kv(); }
+  const engine::ModelConfig& config() const { return leader_->replica().model().config(); }
 
   VerifierOptions options_;
-  std::unique_ptr<engine::Backend> backend_;
-  std::unique_ptr<engine::LlamaModel> model_;
-  std::unique_ptr<engine::KvCache> kv_;
+  // Exactly one of these owns rank 0's replica: the in-process group (ranks as threads), or
+  // replica_ (TP = 1, or rank 0 of a multi-process group with comm_ and channel_).
+  std::unique_ptr<InProcessTpGroup> group_;
+  std::unique_ptr<engine::Communicator> comm_;
+  std::unique_ptr<VerifierReplica> replica_;
+  std::unique_ptr<StepChannel> channel_;
+  std::unique_ptr<StepLeader> leader_;
   std::string model_name_;
   std::unordered_map<spec::RequestId, Session> sessions_;
 };

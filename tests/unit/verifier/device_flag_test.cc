@@ -1,0 +1,294 @@
+// `--device` and `--tp` on the real binaries (splitspec-verifier, splitspec-drafter and the
+// engine-running `splitspec` subcommands): --device cpu serves and generates end to end (the
+// verifier also with --tp 2, ranks as threads, checked against plain greedy decoding over
+// gRPC), an unknown device is a usage error, and cuda without the CUDA backend or without a GPU
+// exits 2 with the reason instead of crashing.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "common/engine/cuda/select_backend.h"
+#include "common/rpc/worker_clients.h"
+#include "tests/unit/verifier/test_models.h"
+
+namespace splitspec {
+namespace {
+
+using testing::GetTestModels;
+using testing::GreedyReference;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+CommandResult RunCommand(const std::vector<std::string>& argv) {
+  std::string command;
+  for (const std::string& a : argv) command += "'" + a + "' ";
+  CommandResult result;
+  FILE* pipe = popen((command + "2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+// A service on --port 0: started, its "listening on HOST:PORT" line read (a blocking pipe
+// read, no polling), stopped with SIGTERM.
+class Service {
+ public:
+  explicit Service(const std::vector<std::string>& argv) {
+    int fds[2];
+    if (pipe(fds) != 0) std::abort();
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);  // a test binary that dies takes the service with it
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    std::string line;
+    char c;
+    while (read(fds[0], &c, 1) == 1 && c != '\n') line.push_back(c);
+    close(fds[0]);
+    first_line_ = line;
+    const std::string marker = "listening on ";
+    const size_t at = line.find(marker);
+    if (at != std::string::npos) {
+      const size_t begin = at + marker.size();
+      address_ = line.substr(begin, line.find(' ', begin) - begin);
+    }
+  }
+  ~Service() { Stop(); }
+  // Empty when the service did not start.
+  const std::string& address() const { return address_; }
+  const std::string& first_line() const { return first_line_; }
+  int Stop() {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string address_;
+  std::string first_line_;
+};
+
+std::vector<std::string> VerifierArgs(const std::string& device,
+                                      std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv = {SPLITSPEC_VERIFIER_BIN,
+                                   "--model",
+                                   GetTestModels().target_dir,
+                                   "--device",
+                                   device,
+                                   "--port",
+                                   "0",
+                                   "--metrics-port",
+                                   "-1",
+                                   "--threads",
+                                   "1",
+                                   "--kv-blocks",
+                                   "64",
+                                   "--drain-seconds",
+                                   "1"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+std::vector<std::string> DrafterArgs(const std::string& device) {
+  return {SPLITSPEC_DRAFTER_BIN,
+          "--model",
+          GetTestModels().draft_dir,
+          "--device",
+          device,
+          "--port",
+          "0",
+          "--metrics-port",
+          "-1",
+          "--threads",
+          "1",
+          "--kv-blocks",
+          "64",
+          "--drain-seconds",
+          "1"};
+}
+std::vector<std::string> GenerateArgs(const std::string& device) {
+  return {SPLITSPEC_CLI_BIN, "generate",    "--model",      GetTestModels().target_dir,
+          "--prompt",        "def main():", "--max-tokens", "6",
+          "--threads",       "1",           "--device",     device};
+}
+std::vector<std::string> BenchEngineArgs(const std::string& device) {
+  return {
+      SPLITSPEC_CLI_BIN, "bench-engine", "--model", GetTestModels().target_dir, "--threads", "1",
+      "--device",        device};
+}
+
+// Every engine-running command line, for a device.
+std::vector<std::vector<std::string>> AllCommands(const std::string& device) {
+  return {VerifierArgs(device), DrafterArgs(device), GenerateArgs(device), BenchEngineArgs(device)};
+}
+
+TEST(DeviceFlagTest, UnknownDeviceIsAUsageError) {
+  for (const std::string device : {"bogus", "cuda:x", "cuda:-1", "gpu"}) {
+    for (const std::vector<std::string>& argv : AllCommands(device)) {
+      const CommandResult r = RunCommand(argv);
+      EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(argv, " ") << "\n" << r.output;
+      const bool named =
+          r.output.find("unknown device '" + device + "'") != std::string::npos ||
+          r.output.find("bad CUDA device index in '" + device + "'") != std::string::npos;
+      EXPECT_TRUE(named) << absl::StrJoin(argv, " ") << "\n" << r.output;
+    }
+  }
+}
+
+// The message CheckDevice gives is what every binary prints, with exit code 2.
+TEST(DeviceFlagTest, CudaWithoutTheBackendOrAGpuFailsCleanly) {
+  for (const std::string device : {"cuda", "cuda:0", "cuda:7"}) {
+    const absl::Status expected = engine::CheckDevice(device);
+    if (expected.ok()) continue;  // that GPU exists here: covered by the CUDA tests
+    if (engine::CudaBackendCompiled()) {
+      EXPECT_EQ(expected.code(), absl::StatusCode::kUnavailable) << expected;
+    } else {
+      EXPECT_EQ(expected.code(), absl::StatusCode::kUnimplemented) << expected;
+    }
+    for (const std::vector<std::string>& argv : AllCommands(device)) {
+      const CommandResult r = RunCommand(argv);
+      EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(argv, " ") << "\n" << r.output;
+      EXPECT_NE(r.output.find(std::string(expected.message())), std::string::npos)
+          << absl::StrJoin(argv, " ") << "\n"
+          << r.output;
+      EXPECT_EQ(r.output.find("Segmentation"), std::string::npos) << r.output;
+    }
+  }
+  if (engine::CheckDevice("cuda:0").ok()) {
+    GTEST_SKIP() << "a GPU is present: cuda:0 does not fail here (cuda:7 was checked if absent)";
+  }
+}
+
+TEST(DeviceFlagTest, TensorParallelFlagsAreCheckedBeforeLoading) {
+  struct Case {
+    std::vector<std::string> extra;
+    std::string device;
+    int exit_code;
+    std::string fragment;
+  };
+  const std::vector<Case> cases = {
+      {{"--tp", "0"}, "cpu", 2, "--tp must be >= 1"},
+      {{"--tp", "2", "--tp-rank", "0", "--tp-id-file", "/nonexistent/id"},
+       "cpu",
+       2,
+       "use --device cuda"},
+      {{"--tp", "2", "--tp-rank", "2", "--tp-id-file", "/nonexistent/id"},
+       "cpu",
+       2,
+       "--tp-rank 2 outside [0, 2)"},
+      {{"--tp", "2", "--tp-rank", "1"}, "cpu", 2, "--tp-rank needs --tp-id-file"},
+      {{"--tp", "2", "--tp-id-file", "/nonexistent/id"},
+       "cpu",
+       2,
+       "--tp-id-file goes with --tp-rank"},
+      // 4 attention heads do not split 3 ways: every rank fails to load, none hangs.
+      {{"--tp", "3"}, "cpu", 1, "loading target model"},
+  };
+  for (const Case& c : cases) {
+    const std::vector<std::string> argv = VerifierArgs(c.device, c.extra);
+    const CommandResult r = RunCommand(argv);
+    EXPECT_EQ(r.exit_code, c.exit_code) << absl::StrJoin(argv, " ") << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.fragment), std::string::npos) << absl::StrJoin(argv, " ") << "\n"
+                                                            << r.output;
+  }
+}
+
+TEST(DeviceFlagTest, CpuGeneratesEndToEnd) {
+  const CommandResult r = RunCommand(GenerateArgs("cpu"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("6 generated"), std::string::npos) << r.output;
+}
+
+// The verifier with --device cpu, alone and as a TP = 2 group (ranks as threads), over gRPC:
+// prefill, a draft with a wrong tail, plain decode steps; both reproduce greedy decoding.
+TEST(DeviceFlagTest, CpuVerifierServesEndToEndAlsoWithTwoRanks) {
+  const std::vector<int32_t> prompt = {1, 17, 42, 99, 5, 300};
+  const std::vector<int32_t> reference = GreedyReference(GetTestModels().target_dir, prompt, 12);
+  for (const std::vector<std::string>& extra :
+       std::vector<std::vector<std::string>>{{}, {"--tp", "2"}}) {
+    const std::vector<std::string> argv = VerifierArgs("cpu", extra);
+    Service verifier(argv);
+    ASSERT_FALSE(verifier.address().empty())
+        << absl::StrJoin(argv, " ") << ": " << verifier.first_line();
+    EXPECT_NE(verifier.first_line().find(extra.empty() ? "tp 1" : "tp 2"), std::string::npos)
+        << verifier.first_line();
+    rpc::VerifierClient client(rpc::MakeChannel(verifier.address()), absl::Seconds(120));
+    auto prefilled = client.Prefill({{1, prompt, {}}});
+    ASSERT_TRUE(prefilled.ok()) << prefilled.status();
+    std::vector<int32_t> out = {(*prefilled)[0].next_token};
+    // Two right drafts and a wrong one, then plain steps.
+    spec::DraftProposal draft;
+    draft.tokens = {reference[1], reference[2], (reference[3] + 1) % 512};
+    draft.parents = {-1, 0, 1};
+    auto verified = client.Verify({{1, draft}});
+    ASSERT_TRUE(verified.ok()) << verified.status();
+    EXPECT_EQ(verified->results[0].accept_length, 2);
+    out.insert(out.end(), verified->results[0].tokens.begin(), verified->results[0].tokens.end());
+    while (out.size() < reference.size()) {
+      auto step = client.Verify({{1, {}}});
+      ASSERT_TRUE(step.ok()) << step.status();
+      out.push_back(step->results[0].tokens[0]);
+    }
+    EXPECT_EQ(out, reference) << absl::StrJoin(extra, " ");
+    // A bad request is refused and the group keeps serving.
+    EXPECT_EQ(client.Verify({{99, {}}}).status().code(), absl::StatusCode::kInvalidArgument);
+    ASSERT_TRUE(client.Release({1}).ok());
+    auto info = client.GetInfo();
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->free_blocks, info->total_blocks);
+    EXPECT_EQ(verifier.Stop(), 0) << "SIGTERM drains and exits 0 (the follower rank stops with it)";
+  }
+}
+
+TEST(DeviceFlagTest, CpuDrafterServesEndToEnd) {
+  Service drafter(DrafterArgs("cpu"));
+  ASSERT_FALSE(drafter.address().empty()) << drafter.first_line();
+  rpc::DrafterClient client(rpc::MakeChannel(drafter.address()), absl::Seconds(120));
+  spec::ProposeItem item;
+  item.id = 1;
+  item.new_tokens = {1, 17, 42, 99};
+  item.shape.depth = 3;
+  auto proposed = client.Propose({item});
+  ASSERT_TRUE(proposed.ok()) << proposed.status();
+  ASSERT_EQ(proposed->results.size(), 1u);
+  EXPECT_EQ(proposed->results[0].draft.tokens.size(), 3u);
+  EXPECT_EQ(drafter.Stop(), 0);
+}
+
+TEST(DeviceFlagTest, NgramDrafterRefusesADevice) {
+  const CommandResult r =
+      RunCommand({SPLITSPEC_DRAFTER_BIN, "--ngram", "--device", "cpu", "--port", "0"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--device goes with --model"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace splitspec
