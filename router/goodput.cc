@@ -52,16 +52,17 @@ GoodputModel::GoodputModel(const LatencyModel& model, std::vector<GoodputItem> i
   }
 }
 
-double GoodputModel::StepSeconds(absl::Span<const int32_t> k) const {
+double GoodputModel::PrefixStepSeconds(size_t size, absl::Span<const int32_t> k) const {
+  size = std::min(size, items_.size());
   double n_ctx = 0, n_tok = 0;
-  for (size_t i = 0; i < items_.size(); ++i) {
+  for (size_t i = 0; i < size; ++i) {
     n_ctx += items_[i].context;
     n_tok += 1 + (i < k.size() ? std::max(k[i], 0) : 0);
   }
   double t = model_.TargetSeconds(n_ctx, n_tok) + model_.RpcSeconds();
   for (size_t p = 0; p < pools_.size(); ++p) {
     std::vector<int32_t> ctx, kk;
-    for (size_t i = 0; i < items_.size(); ++i) {
+    for (size_t i = 0; i < size; ++i) {
       if (pool_index_[i] == static_cast<int32_t>(p) && i < k.size() && k[i] > 0) {
         ctx.push_back(items_[i].context);
         kk.push_back(k[i]);
@@ -73,6 +74,10 @@ double GoodputModel::StepSeconds(absl::Span<const int32_t> k) const {
   return t;
 }
 
+double GoodputModel::StepSeconds(absl::Span<const int32_t> k) const {
+  return PrefixStepSeconds(items_.size(), k);
+}
+
 double GoodputModel::ExpectedTokens(absl::Span<const int32_t> k) const {
   double total = 0;
   for (size_t i = 0; i < items_.size(); ++i) {
@@ -82,8 +87,17 @@ double GoodputModel::ExpectedTokens(absl::Span<const int32_t> k) const {
 }
 
 double GoodputModel::Goodput(absl::Span<const int32_t> k) const {
-  const double t = StepSeconds(k);
-  return t > 0 ? ExpectedTokens(k) / t : 0.0;
+  return PrefixGoodput(items_.size(), k);
+}
+
+double GoodputModel::PrefixGoodput(size_t size, absl::Span<const int32_t> k) const {
+  size = std::min(size, items_.size());
+  double tokens = 0;
+  for (size_t i = 0; i < size; ++i) {
+    tokens += ExpectedChainLength(items_[i].acceptance, i < k.size() ? k[i] : 0);
+  }
+  const double t = PrefixStepSeconds(size, k);
+  return t > 0 ? tokens / t : 0.0;
 }
 
 std::vector<int32_t> GoodputModel::BestUniform() const {
@@ -150,34 +164,196 @@ std::vector<int32_t> GoodputModel::SolveForDepths(const std::vector<int32_t>& de
   return k;
 }
 
+template <typename F>
+void GoodputModel::ForEachDepthVector(F&& f) const {
+  const size_t n_pools = pools_.size();
+  int64_t vectors = 1;
+  for (size_t p = 0; p < n_pools && vectors <= kMaxDepthVectors; ++p) vectors *= max_k_ + 1;
+  if (vectors > kMaxDepthVectors) {
+    for (int32_t d = 1; d <= max_k_; ++d) f(std::vector<int32_t>(n_pools, d));
+    return;
+  }
+  std::vector<int32_t> depth(n_pools, 0);
+  while (true) {
+    f(depth);
+    size_t p = 0;
+    while (p < n_pools && depth[p] == max_k_) depth[p++] = 0;
+    if (p == n_pools) break;
+    ++depth[p];
+  }
+}
+
 std::vector<int32_t> GoodputModel::BestPerRequest() const {
   std::vector<int32_t> best(items_.size(), 0);
   double best_goodput = Goodput(best);
   if (pools_.empty() || max_k_ == 0) return best;
-  const size_t n_pools = pools_.size();
-  int64_t vectors = 1;
-  for (size_t p = 0; p < n_pools && vectors <= kMaxDepthVectors; ++p) vectors *= max_k_ + 1;
-  auto consider = [&](const std::vector<int32_t>& depth) {
+  ForEachDepthVector([&](const std::vector<int32_t>& depth) {
     std::vector<int32_t> k = SolveForDepths(depth);
     const double g = Goodput(k);
     if (g > best_goodput * (1 + 1e-12)) {
       best_goodput = g;
       best = std::move(k);
     }
-  };
-  if (vectors > kMaxDepthVectors) {
-    for (int32_t d = 1; d <= max_k_; ++d) consider(std::vector<int32_t>(n_pools, d));
-    return best;
-  }
-  std::vector<int32_t> depth(n_pools, 0);
-  while (true) {
-    consider(depth);
-    size_t p = 0;
-    while (p < n_pools && depth[p] == max_k_) depth[p++] = 0;
-    if (p == n_pools) break;
-    ++depth[p];
-  }
+  });
   return best;
+}
+
+// Candidate batches. A candidate is a prefix size m and a k vector over items[0, m).
+//
+// Uniform k: for each x in [0, max_k], one pass over m accumulates the prefix's expected
+// tokens and step time (the linear decomposition above, with every speculative request of
+// the prefix at depth x, so each pool that drafts pays its fixed part once), giving every
+// (m, x) in O(n max_k^2) instead of O(n^2 max_k) through StepSeconds. Per prefix the smallest
+// of equally good x wins (as BestUniform), then the longest of equally good prefixes.
+//
+// Per request: the proof above carries over with the prefix as one more choice. For a fixed
+// depth vector D the relaxed step time of (m, k) is C_D + sum_{i<m} (b_i + c_i(k_i)), with
+// C_D = delta + rpc + sum_p F_p(D_p) (charged whether or not the prefix uses pool p: an
+// over-charge, exact at the optimum's own D as in (2)) and b_i = alpha ctx_i + gamma the
+// request's k = 0 cost. Dinkelbach's F(G) = max over m and k of [L - G T] is still
+// separable: each request's best k for G as before, then the best m is the largest prefix sum
+// of (l_i - G (b_i + c_i)), an O(n) scan. The same fixed-point argument (a finite set of
+// candidates, G strictly increasing) makes it exact, and (2) makes the best over D global.
+GoodputModel::Prefix GoodputModel::BestUniformPrefix(int32_t min_size) const {
+  const int32_t n = static_cast<int32_t>(items_.size());
+  const ForwardCoefficients target = model_.EffectiveTarget();
+  const double rpc = model_.RpcSeconds();
+  std::vector<DrafterCost> costs;
+  for (const std::string& p : pools_) costs.push_back(model_.EffectiveDrafter(p));
+  std::vector<double> best_g(n + 1, -1);
+  std::vector<int32_t> best_x(n + 1, 0);
+  for (int32_t x = 0; x <= max_k_; ++x) {
+    double tokens = 0, time = target.delta + rpc;
+    std::vector<char> drafting(pools_.size(), 0);
+    for (int32_t m = 1; m <= n; ++m) {
+      const GoodputItem& it = items_[m - 1];
+      const int32_t p = pool_index_[m - 1];
+      const int32_t k = p >= 0 ? x : 0;
+      tokens += ExpectedChainLength(it.acceptance, k);
+      time += target.alpha * it.context + target.gamma * (1 + k);
+      if (k > 0) {
+        const DrafterCost& c = costs[p];
+        if (!drafting[p]) {
+          drafting[p] = 1;
+          time += rpc + (c.model_free ? c.constant_seconds : k * c.forward.delta);
+        }
+        if (!c.model_free) {
+          for (int32_t s = 1; s <= k; ++s) {
+            time += c.forward.alpha * (it.context + s - 1) + c.forward.gamma;
+          }
+        }
+      }
+      const double g = time > 0 ? tokens / time : 0.0;
+      if (best_g[m] < 0 || g > best_g[m] * (1 + 1e-12)) {
+        best_g[m] = g;
+        best_x[m] = x;
+      }
+    }
+  }
+  Prefix best;
+  best.k.assign(items_.size(), 0);
+  for (int32_t m = n; m >= min_size; --m) {
+    if (best.size == 0 || best_g[m] > best.goodput * (1 + 1e-9)) {
+      best.size = m;
+      best.goodput = best_g[m];
+    }
+  }
+  for (int32_t i = 0; i < best.size; ++i) best.k[i] = pool_index_[i] >= 0 ? best_x[best.size] : 0;
+  best.goodput = PrefixGoodput(best.size, best.k);  // the exact figure for the report
+  return best;
+}
+
+int32_t GoodputModel::SolvePrefixForDepths(const std::vector<int32_t>& depth, int32_t min_size,
+                                           std::vector<int32_t>* k) const {
+  const ForwardCoefficients target = model_.EffectiveTarget();
+  const double rpc = model_.RpcSeconds();
+  std::vector<DrafterCost> costs;
+  for (const std::string& p : pools_) costs.push_back(model_.EffectiveDrafter(p));
+  double fixed = target.delta + rpc;
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    if (depth[p] == 0) continue;
+    fixed += rpc + (costs[p].model_free ? costs[p].constant_seconds
+                                        : depth[p] * costs[p].forward.delta);
+  }
+  const size_t n = items_.size();
+  auto marginal_cost = [&](size_t i, int32_t s) {
+    const int32_t p = pool_index_[i];
+    double c = target.gamma;
+    if (!costs[p].model_free) {
+      c += costs[p].forward.alpha * (items_[i].context + s - 1) + costs[p].forward.gamma;
+    }
+    return c;
+  };
+  // Start from the whole batch at k = 0.
+  int32_t size = static_cast<int32_t>(n);
+  k->assign(n, 0);
+  double time = fixed;
+  for (const GoodputItem& it : items_) time += target.alpha * it.context + target.gamma;
+  if (!(time > 0)) return size;
+  double ratio = static_cast<double>(n) / time;
+  std::vector<int32_t> next(n);
+  std::vector<double> item_tokens(n), item_cost(n);
+  for (int iter = 0; iter < kMaxDinkelbachIterations; ++iter) {
+    for (size_t i = 0; i < n; ++i) {
+      next[i] = 0;
+      item_tokens[i] = 1;
+      item_cost[i] = target.alpha * items_[i].context + target.gamma;
+      const int32_t limit = pool_index_[i] < 0 ? 0 : depth[pool_index_[i]];
+      for (int32_t s = 1; s <= limit; ++s) {
+        const double gain = ChainMarginalGain(items_[i].acceptance, s - 1);
+        const double mc = marginal_cost(i, s);
+        if (gain - ratio * mc <= 0) break;  // concave: no later increment is positive
+        next[i] = s;
+        item_tokens[i] += gain;
+        item_cost[i] += mc;
+      }
+    }
+    // The best prefix for this ratio; >= keeps the longest of equal ones.
+    double acc = 0, best_value = 0;
+    int32_t m_best = 0;
+    for (size_t m = 1; m <= n; ++m) {
+      acc += item_tokens[m - 1] - ratio * item_cost[m - 1];
+      if (static_cast<int32_t>(m) >= min_size && (m_best == 0 || acc >= best_value)) {
+        best_value = acc;
+        m_best = static_cast<int32_t>(m);
+      }
+    }
+    double tokens = 0, cost = fixed;
+    for (int32_t i = 0; i < m_best; ++i) {
+      tokens += item_tokens[i];
+      cost += item_cost[i];
+    }
+    const double next_ratio = tokens / cost;
+    if (!(next_ratio > ratio * (1 + 1e-12))) break;
+    ratio = next_ratio;
+    size = m_best;
+    for (size_t i = 0; i < n; ++i) (*k)[i] = static_cast<int32_t>(i) < m_best ? next[i] : 0;
+  }
+  return size;
+}
+
+GoodputModel::Prefix GoodputModel::BestPerRequestPrefix(int32_t min_size) const {
+  Prefix best;
+  auto consider = [&](const std::vector<int32_t>& depth) {
+    std::vector<int32_t> k;
+    const int32_t size = SolvePrefixForDepths(depth, min_size, &k);
+    const double g = PrefixGoodput(size, k);
+    if (best.size == 0 || g > best.goodput * (1 + 1e-12) ||
+        (size > best.size && g >= best.goodput * (1 - 1e-12))) {
+      best.size = size;
+      best.k = std::move(k);
+      best.goodput = g;
+    }
+  };
+  consider(std::vector<int32_t>(pools_.size(), 0));  // k = 0 everywhere
+  if (!pools_.empty() && max_k_ > 0) ForEachDepthVector(consider);
+  return best;
+}
+
+GoodputModel::Prefix GoodputModel::BestPrefix(int32_t min_size, bool per_request) const {
+  if (items_.empty()) return Prefix{};
+  min_size = std::clamp<int32_t>(min_size, 1, static_cast<int32_t>(items_.size()));
+  return per_request ? BestPerRequestPrefix(min_size) : BestUniformPrefix(min_size);
 }
 
 }  // namespace splitspec::router

@@ -36,10 +36,34 @@ class GoodputModel {
   // "request" granularity: exact argmax over all k vectors (see goodput.cc for the proof).
   std::vector<int32_t> BestPerRequest() const;
 
+  // SmartSpec's candidate batches (router/candidate_batches.h): the best FCFS prefix
+  // items[0, size), size in [min_size, n] (min_size clamped to [1, n]), with its best uniform
+  // k (per_request = false) or k_i (true); entries past `size` are 0. Exact, in one pass over
+  // the prefixes (see goodput.cc); ties go to the longer prefix.
+  struct Prefix {
+    int32_t size = 0;
+    std::vector<int32_t> k;
+    double goodput = 0;
+  };
+  Prefix BestPrefix(int32_t min_size, bool per_request) const;
+  // Goodput of running only items[0, size) with k (k past `size` ignored).
+  double PrefixGoodput(size_t size, absl::Span<const int32_t> k) const;
+
   size_t size() const { return items_.size(); }
 
  private:
+  double PrefixStepSeconds(size_t size, absl::Span<const int32_t> k) const;
   std::vector<int32_t> SolveForDepths(const std::vector<int32_t>& depth_of_pool) const;
+  // The relaxed per-request problem over prefixes [min_size, n] for one depth vector; returns
+  // the prefix size and writes its k.
+  int32_t SolvePrefixForDepths(const std::vector<int32_t>& depth_of_pool, int32_t min_size,
+                               std::vector<int32_t>* k) const;
+  Prefix BestUniformPrefix(int32_t min_size) const;
+  Prefix BestPerRequestPrefix(int32_t min_size) const;
+  // Enumerates the depth vectors BestPerRequest considers (every vector in [0, max_k]^pools,
+  // or one shared depth for all pools when there are too many).
+  template <typename F>
+  void ForEachDepthVector(F&& f) const;
 
   const LatencyModel& model_;
   std::vector<GoodputItem> items_;

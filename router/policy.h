@@ -20,6 +20,11 @@
 
 namespace splitspec::router {
 
+// Decide's answer for a request that sits out this step: it is forwarded to no worker and
+// keeps its sessions as they are. Only requests with must_run == false may sit out (the
+// core runs the others with k = 0 if a policy tries).
+inline constexpr int32_t kSitOut = -1;
+
 struct PolicyRequest {
   spec::RequestId id = 0;
   int32_t context_tokens = 0;  // committed tokens (what the target reads from KV)
@@ -29,6 +34,9 @@ struct PolicyRequest {
   double acceptance = 0;    // its per-request estimate for that pool (global as prior)
   int32_t max_useful_k = 0;  // the core clamps k to this anyway (remaining tokens, worker max)
   absl::Span<const int32_t> history;  // prompt + generated tokens (valid during Decide)
+  // Set when the request sat out the previous step(s) as long as RouterOptions allows:
+  // it must run now (the starvation guard; see router_core.h).
+  bool must_run = true;
 };
 
 struct PolicyInput {
@@ -58,7 +66,8 @@ class SpeculationPolicy {
  public:
   virtual ~SpeculationPolicy() = default;
   virtual std::string Name() const = 0;
-  // One k per input request, same order. Values are clamped by the core afterwards.
+  // One k per input request, same order. Values are clamped by the core afterwards;
+  // kSitOut leaves a request out of this step (ignored when it must_run).
   virtual std::vector<int32_t> Decide(const PolicyInput& input) = 0;
   virtual void Observe(const StepOutcome& outcome) { (void)outcome; }
   // Asked once per new request at admission: false marks it non-speculative for its whole

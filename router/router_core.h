@@ -6,9 +6,10 @@
 //  1. take cancellations; admit waiting requests FCFS while their KV reservation fits;
 //  2. prefill the admitted ones on the verifier (the drafter catches up lazily: its first
 //     Propose carries known_length = 0 and the whole history);
-//  3. pick each request's drafter pool, ask the policy for k per request, clamp it;
+//  3. pick each request's drafter pool, ask the policy for k per request, clamp it; a
+//     policy may leave requests out of the step (kSitOut, SmartSpec's candidate batches);
 //  4. Drafter.Propose per pool for the requests with k > 0 (a failed call = k 0 this step);
-//  5. Verifier.Verify for the whole batch; append tokens, check stop conditions, stream;
+//  5. Verifier.Verify for the requests that run; append tokens, check stop conditions, stream;
 //  6. feed estimators, latency-model correction and the policy; release finished sessions.
 //
 // KV admission (why it is safe): a request reserves ceil((prompt + max_tokens + max_k + 1) /
@@ -17,6 +18,17 @@
 // admitting fewer requests than grow-as-you-go would. A request that could never fit is
 // refused at Submit (INVALID_ARGUMENT). The drafter's KV is not reserved: if a drafter runs
 // out, its Propose fails and those requests just decode with k = 0.
+//
+// Sitting out a step (why it is safe, and why nobody starves): a request left out of a step
+// is sent to no worker, so its verifier session keeps its committed tokens + pending token and
+// the drafter's `known` count stays valid; the next step it runs in continues exactly where it
+// stopped (the fakes in tests/unit/router check this token for token). A request that sat out
+// RouterOptions::max_sit_out_steps consecutive steps (default 1) is marked must_run, and the
+// core overrides a policy that still leaves it out (it runs with k = 0), so every request is
+// forwarded at least once every max_sit_out_steps + 1 steps and finishes in bounded time.
+// We chose this bound over aging/rotation schemes because it needs no policy cooperation
+// and keeps the policy's candidates FCFS prefixes: SmartSpec only searches prefixes that
+// include every must-run request. Every step forwards at least one request.
 //
 // Thread-safety: Submit, Cancel, Snapshot, StopAccepting, Idle and WaitForWork are
 // thread-safe. Init and RunStep must be called from one thread (the step loop), never
@@ -53,9 +65,10 @@ namespace splitspec::router {
 // What happened in one decode step (for the simulator, metrics and tests).
 struct StepStats {
   int64_t step = 0;
-  int32_t batch_size = 0;
+  int32_t batch_size = 0;         // requests forwarded (sat-out ones not counted)
+  int32_t sat_out = 0;            // running requests left out of this step by the policy
   int32_t prefills = 0;           // requests prefilled just before this step
-  std::vector<int32_t> k;         // per request, the k sent to the drafter (after clamping)
+  std::vector<int32_t> k;         // per forwarded request, the k sent to the drafter (clamped)
   int32_t drafted_tokens = 0;     // draft tokens actually verified
   int32_t accepted_tokens = 0;
   int32_t emitted_tokens = 0;
@@ -96,6 +109,8 @@ struct RouterOptions {
   int32_t max_queue = 256;    // waiting requests; Submit beyond it: RESOURCE_EXHAUSTED
   int32_t max_running = 64;   // batch size cap
   int32_t max_k = 8;          // V; further capped by the workers' max_draft_tokens
+  // Consecutive steps a request may sit out before it must run (0: nobody ever sits out).
+  int32_t max_sit_out_steps = 1;
   int32_t eos_token_id = -1;  // < 0: none
   // Needed for stop strings: the text of a span of generated token ids.
   std::function<std::string(absl::Span<const int32_t>)> detokenize;

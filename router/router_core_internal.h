@@ -28,6 +28,7 @@ struct RouterCore::Active {
   Usage usage;
   size_t max_stop_len = 0;
   size_t text_len = 0;                // detokenized completion length at the last check
+  int32_t sat_out_steps = 0;          // consecutive decode steps it was left out of
 };
 
 }  // namespace splitspec::router

@@ -41,7 +41,7 @@ bool RouterCore::DecodeStep(StepStats* stats) {
     max_k = max_k_;
     vocab = vocab_size_;
   }
-  const size_t n = batch.size();
+  size_t n = batch.size();
 
   // 1. Drafter pool per request (only matters with several pools).
   if (pool_names_.size() > 1) {
@@ -80,23 +80,46 @@ bool RouterCore::DecodeStep(StepStats* stats) {
     useful[i] = r->speculative ? std::clamp(remaining - 1, 0, max_k) : 0;
     p.max_useful_k = useful[i];
     p.history = r->history;
+    p.must_run = r->sat_out_steps >= std::max(options_.max_sit_out_steps, 0);
     input.requests.push_back(std::move(p));
   }
-  std::vector<int32_t> k = policy_->Decide(input);
-  k.resize(n, 0);
-  for (size_t i = 0; i < n; ++i) k[i] = std::clamp(k[i], 0, useful[i]);
+  std::vector<int32_t> decided = policy_->Decide(input);
+  decided.resize(n, 0);
+
+  // 3. Who runs: a request sits out only when the policy says so and it may (router_core.h);
+  // at least one request runs. From here on `batch` and `k` hold the forwarded requests.
+  std::vector<size_t> run;
+  for (size_t i = 0; i < n; ++i) {
+    if (decided[i] >= 0 || input.requests[i].must_run) run.push_back(i);
+  }
+  if (run.empty()) run.push_back(0);
+  std::vector<Active*> forwarded;
+  std::vector<int32_t> k;
+  for (size_t j = 0, i = 0; i < n; ++i) {
+    if (j < run.size() && run[j] == i) {
+      ++j;
+      batch[i]->sat_out_steps = 0;
+      forwarded.push_back(batch[i]);
+      k.push_back(std::clamp(decided[i], 0, useful[i]));
+    } else {
+      ++batch[i]->sat_out_steps;
+      ++stats->sat_out;
+    }
+  }
   if (options_.step_observer) {
     // What the model expects of this decision, for the estimated-vs-observed goodput metric.
-    std::vector<GoodputItem> items(n);
-    for (size_t i = 0; i < n; ++i) {
+    std::vector<GoodputItem> items;
+    for (size_t i : run) {
       const PolicyRequest& p = input.requests[i];
-      items[i] = GoodputItem{p.context_tokens, p.acceptance, p.pool, p.speculative};
+      items.push_back(GoodputItem{p.context_tokens, p.acceptance, p.pool, p.speculative});
     }
     stats->estimated_goodput = GoodputModel(latency_, std::move(items), max_k).Goodput(k);
   }
+  batch = std::move(forwarded);
+  n = batch.size();
   stats->schedule_seconds = clock_->NowSeconds() - t0;
 
-  // 3. Drafts, one Propose per pool.
+  // 4. Drafts, one Propose per pool.
   std::vector<spec::DraftProposal> drafts(n);
   double draft_compute = 0, rpc_excess = 0;
   int32_t rpcs = 0;
@@ -157,7 +180,7 @@ bool RouterCore::DecodeStep(StepStats* stats) {
   }
   stats->draft_seconds = draft_compute;
 
-  // 4. One batched verification.
+  // 5. One batched verification.
   std::vector<spec::VerifyItem> items(n);
   double n_ctx = 0, n_tok = 0;
   for (size_t i = 0; i < n; ++i) {

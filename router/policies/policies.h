@@ -35,9 +35,13 @@ class StaticPolicy : public SpeculationPolicy {
   int32_t k_;
 };
 
-// `smartspec`: maximise estimated goodput (router/goodput.h) each step.
+// `smartspec`: maximise estimated goodput (router/goodput.h) each step over SmartSpec's
+// candidate batches, the FCFS prefixes of the running batch (router/candidate_batches.h):
+// requests past the chosen prefix sit out the step; prefixes that would leave out a request
+// the core marks must_run are not candidates.
 // Config: {"granularity": "batch" | "request" (default batch), "max_k": V (default 8),
-//          "prefill_disable_threshold": 0.7, "prefill_window": 32}
+//          "prefill_disable_threshold": 0.7, "prefill_window": 32,
+//          "prefix_search": true (false: always the whole batch)}
 // Prefill disabling: when, in more than the threshold of the last `prefill_window` steps,
 // goodput would have proposed nothing even with every request of the batch speculative
 // (pool estimates), new requests are admitted non-speculative. Judging the counterfactual
@@ -49,6 +53,7 @@ class SmartSpecPolicy : public SpeculationPolicy {
     int32_t max_k = 8;
     double prefill_disable_threshold = 0.7;
     int32_t prefill_window = 32;
+    bool prefix_search = true;
   };
   explicit SmartSpecPolicy(Config config) : config_(config) {}
   std::string Name() const override { return "smartspec"; }
@@ -62,6 +67,8 @@ class SmartSpecPolicy : public SpeculationPolicy {
   std::deque<bool> proposed_nothing_;
   std::map<int32_t, int64_t> k_histogram_;
   int64_t disabled_prefills_ = 0;
+  int64_t short_prefix_steps_ = 0;  // steps that ran a proper prefix of the batch
+  int64_t sat_out_ = 0;             // request-steps left out
 };
 
 // `sglang-tiers`: SGLang's adaptive steps. EMA (ema_alpha) of the batch-average number of

@@ -38,6 +38,7 @@ absl::StatusOr<std::unique_ptr<SpeculationPolicy>> MakeSmartSpec(const nlohmann:
   SPLITSPEC_READ("max_k", c.max_k);
   SPLITSPEC_READ("prefill_disable_threshold", c.prefill_disable_threshold);
   SPLITSPEC_READ("prefill_window", c.prefill_window);
+  SPLITSPEC_READ("prefix_search", c.prefix_search);
   if (c.max_k < 0 || c.prefill_window < 1 ||
       !(c.prefill_disable_threshold >= 0 && c.prefill_disable_threshold <= 1)) {
     return absl::InvalidArgumentError(

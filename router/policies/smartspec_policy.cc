@@ -1,6 +1,7 @@
-// SmartSpec: goodput-maximising proposal lengths with prefill disabling.
+// SmartSpec: goodput-maximising candidate batch and proposal lengths, with prefill disabling.
 #include <algorithm>
 
+#include "router/candidate_batches.h"
 #include "router/goodput.h"
 #include "router/policies/policies.h"
 
@@ -26,20 +27,30 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
   const LatencyModel fallback;
   const LatencyModel& model = input.latency != nullptr ? *input.latency : fallback;
 
-  std::vector<int32_t> k(items.size(), 0);
-  bool all_speculative = true;
-  for (const GoodputItem& item : items) all_speculative &= item.speculative;
-  if (any_speculative && v > 0) {
-    GoodputModel goodput(model, items, v);
-    k = config_.per_request ? goodput.BestPerRequest() : goodput.BestUniform();
+  // Candidate batches: FCFS prefixes that keep every must-run request (the whole batch when
+  // the search is off).
+  int32_t min_size = 1;
+  for (size_t i = 0; i < input.requests.size(); ++i) {
+    if (input.requests[i].must_run) min_size = static_cast<int32_t>(i) + 1;
   }
+  if (!config_.prefix_search) min_size = static_cast<int32_t>(items.size());
+  const BatchChoice choice =
+      BestFcfsPrefix(model, items, any_speculative ? v : 0, min_size, config_.per_request);
+  std::vector<int32_t> k = choice.k;
+  const size_t run = static_cast<size_t>(choice.size);
+  if (run < items.size()) {
+    ++short_prefix_steps_;
+    sat_out_ += static_cast<int64_t>(items.size() - run);
+  }
+  bool all_speculative = true;
+  for (size_t i = 0; i < run; ++i) all_speculative &= items[i].speculative;
   // The prefill-disabling signal is "would speculation pay for this batch if everyone could
   // speculate". Using the actual decision instead feeds back on itself: once a few requests
   // are non-speculative, drafting for the rest no longer amortises the drafter's fixed cost,
   // goodput says 0, and ever more new requests get admitted non-speculative.
   bool nothing;
   if (all_speculative && !config_.per_request && v > 0) {
-    nothing = std::all_of(k.begin(), k.end(), [](int32_t x) { return x == 0; });
+    nothing = std::all_of(k.begin(), k.begin() + run, [](int32_t x) { return x == 0; });
   } else {
     std::vector<GoodputItem> all = items;
     for (GoodputItem& item : all) {
@@ -54,9 +65,10 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
   while (static_cast<int32_t>(proposed_nothing_.size()) > std::max(config_.prefill_window, 1)) {
     proposed_nothing_.pop_front();
   }
-  for (size_t i = 0; i < k.size(); ++i) {
+  for (size_t i = 0; i < run; ++i) {
     if (items[i].speculative) ++k_histogram_[k[i]];
   }
+  for (size_t i = run; i < k.size(); ++i) k[i] = kSitOut;
   return k;
 }
 
@@ -80,6 +92,9 @@ nlohmann::json SmartSpecPolicy::Describe() const {
           {"prefill_disable_threshold", config_.prefill_disable_threshold},
           {"recent_zero_fraction", ZeroFraction()},
           {"disabled_prefills", disabled_prefills_},
+          {"prefix_search", config_.prefix_search},
+          {"short_prefix_steps", short_prefix_steps_},
+          {"sat_out_request_steps", sat_out_},
           {"k_histogram", hist}};
 }
 

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Speculation policies compared on the real services, a few (request rate, duration) levels
+# each: starts one verifier and one draft-model drafter once, then for each level and policy a
+# fresh router over them (with --latency-model) and one `splitspec bench` run; finally writes
+# Markdown tables (bench/compare_report.py): mean / p50 / p99 end-to-end latency, output
+# tokens/s, mean drafted tokens per decode step (k) and mean accept length per cell.
+#
+#   scripts/router-compare.sh [--build-dir build] [--target DIR --draft DIR]
+#       [--policies none,static:1,static:3,static:5,sglang-tiers,smartspec,smartspec:request,
+#                   smartspec:noprefix,analytical]
+#       [--workload mix] [--levels 1:30,4:10,16:3] [--passes 2] [--drain 90] [--max-tokens 64]
+#       [--latency-model configs/latency/cpu-2core-default-pair.json] [--no-pin] [--out DIR]
+#
+# --levels RATE:SECONDS,...: Poisson arrivals at RATE req/s for SECONDS each, so every cell
+# gets about RATE * SECONDS requests. Policies run level by level, one after the other, and
+# each pass reverses the order of the one before, so that a load change on a shared machine
+# does not land on the same policies every time; the report pools the passes' requests.
+# Policy configs: smartspec = configs/policies/smartspec-batch.json; smartspec:request = smartspec
+# with smartspec-request.json; smartspec:noprefix = smartspec-batch.json with
+# "prefix_search": false (the candidate-batch search off); P = configs/policies/P.json when it
+# exists. `none` gets no drafter (plain decoding; see docs/benchmarks.md). Placement as
+# scripts/bench-sweep.sh: verifier on CPU 1, drafter on CPU 0, one engine thread each; router
+# and load generator unpinned. No metrics servers (--metrics-port -1), so it runs beside
+# other services. Output: OUT/pass<N>/<policy>-<rate>.{json,csv}, OUT/logs/, OUT/compare.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=build
+target=models/target
+draft=models/draft
+policies="none,static:1,static:3,static:5,sglang-tiers,smartspec,smartspec:request,smartspec:noprefix,analytical"
+workload=mix
+levels="1:30,4:10,16:3"
+passes=2
+drain=90
+max_tokens=64
+latency_model=configs/latency/cpu-2core-default-pair.json
+pin=1
+out=""
+while (($#)); do
+  case "$1" in
+    --build-dir) build="$2"; shift ;;
+    --target) target="$2"; shift ;;
+    --draft) draft="$2"; shift ;;
+    --policies) policies="$2"; shift ;;
+    --workload) workload="$2"; shift ;;
+    --levels) levels="$2"; shift ;;
+    --passes) passes="$2"; shift ;;
+    --drain) drain="$2"; shift ;;
+    --max-tokens) max_tokens="$2"; shift ;;
+    --latency-model) latency_model="$2"; shift ;;
+    --no-pin) pin=0 ;;
+    --out) out="$2"; shift ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+bin="$build/bin"
+for b in splitspec splitspec-verifier splitspec-drafter splitspec-router; do
+  [ -x "$bin/$b" ] || { echo "missing $bin/$b: build it first (or pass --build-dir)" >&2; exit 1; }
+done
+[ -f "bench/workloads/$workload.jsonl" ] || { echo "no workload bench/workloads/$workload.jsonl" >&2; exit 2; }
+[ -z "$latency_model" ] || [ -f "$latency_model" ] || { echo "no latency model $latency_model" >&2; exit 2; }
+[ -n "$out" ] || out="out/router-compare-$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$out/logs"
+export OMP_WAIT_POLICY=passive
+
+verifier_pin=() drafter_pin=() threads=0
+if ((pin)) && command -v taskset > /dev/null && [ "$(nproc)" -ge 2 ]; then
+  verifier_pin=(taskset -c 1) drafter_pin=(taskset -c 0) threads=1
+  placement="verifier pinned to CPU 1, drafter to CPU 0, 1 engine thread each; router and bench unpinned"
+else
+  placement="no pinning; engine threads = all cores"
+fi
+
+pids=()
+stop_pid() { kill -TERM "$1" 2> /dev/null || true; wait "$1" 2> /dev/null || true; }
+stop_all() {
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do stop_pid "${pids[i]}"; done
+  pids=()
+}
+trap 'stop_all' EXIT
+trap 'exit 130' INT TERM
+
+# start NAME CMD...: background, log in $out/logs/NAME.log; waits (120 s at most) for its
+# "listening on HOST:PORT" line; sets $started_pid and $started_addr.
+start() {
+  local name="$1"
+  shift
+  local log="$out/logs/$name.log"
+  "$@" > "$log" 2>&1 &
+  started_pid=$!
+  for _ in $(seq 1 1200); do
+    if grep -q "listening on" "$log" 2> /dev/null; then
+      started_addr="$(grep -m1 'listening on' "$log" | sed 's/.*listening on \([^ ]*\).*/\1/')"
+      echo "   $name: $started_addr (pid $started_pid)"
+      return 0
+    fi
+    kill -0 "$started_pid" 2> /dev/null || break
+    sleep 0.1
+  done
+  echo "$name failed to start:" >&2
+  cat "$log" >&2
+  stop_pid "$started_pid"
+  return 1
+}
+
+echo "== workers: target $target, draft $draft ($placement)"
+start verifier "${verifier_pin[@]}" "$bin/splitspec-verifier" --model "$target" --port 0 \
+  --threads "$threads" --metrics-port -1
+pids+=("$started_pid")
+verifier_addr="$started_addr"
+start drafter "${drafter_pin[@]}" "$bin/splitspec-drafter" --model "$draft" --port 0 \
+  --threads "$threads" --metrics-port -1
+pids+=("$started_pid")
+drafter_addr="$started_addr"
+
+cat > "$out/settings.json" << EOF
+{"target": "$target", "draft": "$draft", "policies": "$policies", "workload": "$workload",
+ "levels": "$levels", "passes": $passes, "drain_s": $drain, "max_tokens": $max_tokens,
+ "latency_model": "$latency_model", "placement": "$placement",
+ "machine": "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"}
+EOF
+
+IFS=',' read -r -a policy_list <<< "$policies"
+IFS=',' read -r -a level_list <<< "$levels"
+# The batch config with the candidate-batch search off, for smartspec:noprefix.
+sed 's/"granularity": "batch",/"granularity": "batch", "prefix_search": false,/' \
+  configs/policies/smartspec-batch.json > "$out/smartspec-noprefix.json"
+
+# run_cell PASS POLICY RATE SECONDS: a fresh router for POLICY, one bench level, router stopped.
+run_cell() {
+  local pass="$1" policy="$2" rate="$3" seconds="$4"
+  local safe="${policy//:/-}"
+  local router_flags
+  case "$policy" in
+    smartspec) router_flags=(--policy smartspec --policy-config configs/policies/smartspec-batch.json) ;;
+    smartspec:request) router_flags=(--policy smartspec --policy-config configs/policies/smartspec-request.json) ;;
+    smartspec:noprefix) router_flags=(--policy smartspec --policy-config "$out/smartspec-noprefix.json") ;;
+    *)
+      router_flags=(--policy "$policy")
+      [ -f "configs/policies/$policy.json" ] && router_flags+=(--policy-config "configs/policies/$policy.json")
+      ;;
+  esac
+  [ -n "$latency_model" ] && router_flags+=(--latency-model "$latency_model")
+  local pool_flags=(--drafter "model=$drafter_addr")
+  [ "$policy" = none ] && pool_flags=()
+  start "router-$pass-$safe-$rate" "$bin/splitspec-router" --verifier "$verifier_addr" "${pool_flags[@]}" \
+    --port 0 --metrics-port -1 "${router_flags[@]}" > /dev/null
+  local router_pid="$started_pid"
+  mkdir -p "$out/pass$pass"
+  # A level with failed or dropped requests exits 3: keep going, the report shows them.
+  "$bin/splitspec" bench --router "$started_addr" --workload "bench/workloads/$workload.jsonl" \
+    --rates "$rate" --duration "$seconds" --drain "$drain" --max-tokens "$max_tokens" \
+    --max-inflight 256 --ignore-eos --seed 1 --no-progress --label "$policy@$rate" \
+    --out-prefix "$out/pass$pass/$safe-$rate" > "$out/logs/bench-$pass-$safe-$rate.txt" 2>&1 ||
+    echo "   (bench exited with $? for $policy @ $rate req/s)"
+  stop_pid "$router_pid"
+  echo "   pass $pass  $rate req/s  $policy  done (load $(cut -d' ' -f1 /proc/loadavg))"
+}
+
+for ((pass = 1; pass <= passes; pass++)); do
+  order=("${policy_list[@]}")
+  if ((pass % 2 == 0)); then
+    order=()
+    for ((i = ${#policy_list[@]} - 1; i >= 0; i--)); do order+=("${policy_list[i]}"); done
+  fi
+  for level in "${level_list[@]}"; do
+    for policy in "${order[@]}"; do
+      run_cell "$pass" "$policy" "${level%%:*}" "${level##*:}"
+    done
+  done
+done
+stop_all
+
+/usr/bin/python3 bench/compare_report.py "$out" | tee "$out/compare.md"
