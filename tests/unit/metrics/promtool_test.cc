@@ -11,6 +11,7 @@
 #include "common/metrics/metrics_http_server.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/unit/metrics/sample_traffic.h"
 
 namespace splitspec::metrics {
@@ -22,11 +23,11 @@ struct PromtoolResult {
 };
 
 // Pipes `text` into `promtool check metrics` and returns its exit code and output. The output
-// file is per process and per call: ctest runs this binary's tests in parallel processes.
+// file lives in a fresh directory per call (ctest runs this binary's tests in parallel
+// processes), removed on return.
 PromtoolResult CheckMetrics(const std::string& text) {
-  static int calls = 0;
-  const std::string out_path = ::testing::TempDir() + "/promtool_output_" + std::to_string(getpid()) + "_" +
-                               std::to_string(calls++) + ".txt";
+  const splitspec::testing::ScopedTempDir dir("promtool_");
+  const std::string out_path = dir.path() + "/output.txt";
   const std::string command = "promtool check metrics > '" + out_path + "' 2>&1";
   PromtoolResult result;
   FILE* pipe = popen(command.c_str(), "w");

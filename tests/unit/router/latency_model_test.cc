@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/scoped_temp_dir.h"
 
 namespace splitspec::router {
 namespace {
@@ -18,7 +19,8 @@ TEST(LatencyModelTest, JsonRoundTrip) {
   m.set_drafter("small", DrafterCost{false, {1e-8, 1e-5, 0.004}, 0});
   m.set_drafter("lookup", DrafterCost{true, {}, 0.0007});
   m.set_rpc_seconds(0.0004);
-  const std::string path = ::testing::TempDir() + "/latency_roundtrip.json";
+  const splitspec::testing::ScopedTempDir dir("latency_model_");
+  const std::string path = dir.path() + "/latency_roundtrip.json";
   ASSERT_TRUE(m.Save(path).ok());
   auto loaded = LatencyModel::Load(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
