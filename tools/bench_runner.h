@@ -3,18 +3,26 @@
 // sending its next request when the previous one ends). Owns timing, bounding and the progress
 // line; the per-request timing is RouterClient's, the statistics bench_stats'.
 //
-// Bounds: no request is sent after `duration_s`; every call carries the deadline
-// start + duration_s + drain_s, so a run ends by then whatever the router does.
+// Bounds: no request due after `duration_s` is sent, nor one that waited for a free client
+// thread until past it; every call carries the deadline start + duration_s + drain_s, so a run
+// ends by then whatever the router does. Every scheduled arrival is either sent (one record)
+// or counted as dropped: records.size() + dropped == scheduled.
+//
+// Whether an arrival is sent depends on when a client was free for it, never on when a thread
+// happened to wake up: the arrival due at 29.999 s of a 30 s window that the sending thread
+// pushes (or a client pops) at 30.002 s is sent, since a client was free when it was due.
 //
 // Thread-safety: RunLoad is re-entrant; it starts and joins its own threads.
 #ifndef SPLITSPEC_TOOLS_BENCH_RUNNER_H_
 #define SPLITSPEC_TOOLS_BENCH_RUNNER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "tools/bench_client.h"
+#include "tools/bench_progress.h"
 #include "tools/bench_stats.h"
 #include "tools/bench_workload.h"
 
@@ -43,12 +51,41 @@ struct LoadResult {
   // Open loop: arrivals that found every client thread busy until the sending window closed,
   // so were never sent (the router could not keep up with the rate at this --max-inflight).
   int64_t dropped = 0;
+  // Open loop: arrivals in the schedule (= records.size() + dropped); closed loop: requests sent.
+  int64_t scheduled = 0;
 };
 
 // Runs one load level. Items are taken in file order, cycling, starting from the first, so
 // that the same rate sees the same requests under every policy.
 LoadResult RunLoad(RouterClient* client, const std::vector<WorkloadItem>& items,
                    const LoadOptions& options);
+
+// ---- the open loop with its time and router injected (what RunLoad runs; for tests) ---------
+
+// Time as the open loop reads it: std::chrono::steady_clock and a real sleep in RunLoad; a
+// test injects a fake one that places every arrival and every late wakeup exactly.
+// Thread-safety: implementations must be safe to call from several threads at once.
+class LoadClock {
+ public:
+  virtual ~LoadClock() = default;
+  virtual SteadyTime Now() = 0;
+  // Returns at or after `t`; possibly late (a loaded machine), which must change nothing but
+  // the send lag.
+  virtual void SleepUntil(SteadyTime t) = 0;
+};
+
+// Sends one request and blocks until it ends (RouterClient::Generate in RunLoad). Called from
+// several client threads at once.
+using SendFn = std::function<RequestRecord(const v1::GenerateRequest& request, SteadyTime run_start,
+                                           SteadyTime deadline)>;
+
+// The open loop over `schedule` (arrival offsets in seconds from the start, ascending): each
+// arrival goes to the first free client thread (options.max_inflight of them); an arrival is
+// dropped when no client was free for it before options.duration_s, and sent otherwise.
+// `counters` may be null.
+LoadResult RunOpenLoop(const SendFn& send, const std::vector<WorkloadItem>& items,
+                       const LoadOptions& options, const std::vector<double>& schedule,
+                       LoadClock* clock, LoadCounters* counters);
 
 }  // namespace splitspec::tools::bench
 
