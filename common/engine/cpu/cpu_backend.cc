@@ -105,7 +105,9 @@ class CpuBackend final : public Backend {
 
   void SiluMul(const Tensor& gate_up, Tensor& out) override {
     const int64_t n = out.cols;
-#pragma omp parallel for schedule(static) if (cpu::WorthParallel(out.n_elements()))
+    // A scalar expf costs about as much as 16 multiply-adds; rows are the unit of work.
+    constexpr int64_t kExpWork = 16;
+#pragma omp parallel for schedule(static) if (out.rows > 1 && cpu::WorthParallel(out.n_elements() * kExpWork))
     for (int64_t t = 0; t < out.rows; ++t) {
       const float* gate = gate_up.row(t);
       const float* up = gate + n;

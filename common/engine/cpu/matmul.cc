@@ -20,11 +20,14 @@
 namespace splitspec::engine::cpu {
 namespace {
 
+// Tiles of kRowBlock rows x kTokenBlock tokens, then 4, 2 and 1 tokens for the rest. With
+// AVX-512, six tokens rather than four widen each F16/BF16 weight vector once for more tokens:
+// all matmuls of a 16-token forward of the medium F16 model measured 10% faster, F32 unchanged.
 #if defined(__AVX512F__)
-constexpr int kRowBlock = 4;  // 16 accumulators + 4 activations + 1 weight of 32 registers
-constexpr int kTokenBlock = 4;
+constexpr int kRowBlock = 4;  // 24 accumulators + 6 activations + 1 weight of 32 registers
+constexpr int kTokenBlock = 6;
 #else
-constexpr int kRowBlock = 2;  // fits the 16 AVX2 registers
+constexpr int kRowBlock = 2;  // 8 accumulators + 4 activations + 1 weight of 16 AVX2 registers
 constexpr int kTokenBlock = 4;
 #endif
 constexpr int64_t kTokenTile = 128;  // activations of one tile stay in L2 while W streams
@@ -64,6 +67,7 @@ inline void DotTile(const typename Format::Elem* const* w_rows, const float* con
   }
 }
 
+
 // Where a run of W's rows goes: rows [first_row, first_row + n_cols) of W are columns
 // [0, n_cols) of `out` (one part of a MatMulSplit; the whole of W for a plain MatMul).
 struct OutputPart {
@@ -71,6 +75,22 @@ struct OutputPart {
   int64_t first_row = 0;
   int64_t n_cols = 0;
 };
+
+// Runs RB x TB tiles from token t while TB tokens remain, advancing t. The first tile issues the
+// block's prefetch (and clears it: later tiles find the rows in cache).
+template <typename Format, int RB, int TB>
+inline void TokenTiles(const typename Format::Elem* const* w_rows, int64_t n_in, int64_t row0, const OutputPart& part,
+                       int64_t col0, const float* const* x_rows, int64_t& t, int64_t t_end, const float* bias,
+                       const char*& prefetch) {
+  for (; t + TB <= t_end; t += TB) {
+    float result[RB][TB];
+    DotTile<Format, RB, TB>(w_rows, x_rows + t, n_in, prefetch, result);
+    prefetch = nullptr;
+    for (int r = 0; r < RB; ++r)
+      for (int j = 0; j < TB; ++j)
+        part.out[(t + j) * part.n_cols + col0 + r] = result[r][j] + (bias ? bias[row0 + r] : 0.0f);
+  }
+}
 
 // One block of RB weight rows (W rows row0.., inside `part`) against tokens [t_begin, t_end).
 template <typename Format, int RB>
@@ -85,20 +105,10 @@ void RowBlock(const typename Format::Elem* w, int64_t n_rows, int64_t n_in, int6
   const char* prefetch = ahead + RB <= n_rows ? reinterpret_cast<const char*>(w + ahead * n_in) : nullptr;
   const int64_t col0 = row0 - part.first_row;
   int64_t t = t_begin;
-  for (; t + kTokenBlock <= t_end; t += kTokenBlock) {
-    float result[RB][kTokenBlock];
-    DotTile<Format, RB, kTokenBlock>(w_rows, x_rows + t, n_in, prefetch, result);
-    prefetch = nullptr;
-    for (int r = 0; r < RB; ++r)
-      for (int j = 0; j < kTokenBlock; ++j)
-        part.out[(t + j) * part.n_cols + col0 + r] = result[r][j] + (bias ? bias[row0 + r] : 0.0f);
-  }
-  for (; t < t_end; ++t) {
-    float result[RB][1];
-    DotTile<Format, RB, 1>(w_rows, x_rows + t, n_in, prefetch, result);
-    prefetch = nullptr;
-    for (int r = 0; r < RB; ++r) part.out[t * part.n_cols + col0 + r] = result[r][0] + (bias ? bias[row0 + r] : 0.0f);
-  }
+  TokenTiles<Format, RB, kTokenBlock>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+  TokenTiles<Format, RB, 4>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+  TokenTiles<Format, RB, 2>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+  TokenTiles<Format, RB, 1>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
 }
 
 // All parts share one parallel region: their full row blocks form one index space, split
