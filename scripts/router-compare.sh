@@ -75,37 +75,7 @@ else
   placement="no pinning; engine threads = all cores"
 fi
 
-pids=()
-stop_pid() { kill -TERM "$1" 2> /dev/null || true; wait "$1" 2> /dev/null || true; }
-stop_all() {
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do stop_pid "${pids[i]}"; done
-  pids=()
-}
-trap 'stop_all' EXIT
-trap 'exit 130' INT TERM
-
-# start NAME CMD...: background, log in $out/logs/NAME.log; waits (120 s at most) for its
-# "listening on HOST:PORT" line; sets $started_pid and $started_addr.
-start() {
-  local name="$1"
-  shift
-  local log="$out/logs/$name.log"
-  "$@" > "$log" 2>&1 &
-  started_pid=$!
-  for _ in $(seq 1 1200); do
-    if grep -q "listening on" "$log" 2> /dev/null; then
-      started_addr="$(grep -m1 'listening on' "$log" | sed 's/.*listening on \([^ ]*\).*/\1/')"
-      echo "   $name: $started_addr (pid $started_pid)"
-      return 0
-    fi
-    kill -0 "$started_pid" 2> /dev/null || break
-    sleep 0.1
-  done
-  echo "$name failed to start:" >&2
-  cat "$log" >&2
-  stop_pid "$started_pid"
-  return 1
-}
+source scripts/lib/services.sh  # pids, stop_pid, stop_all (EXIT trap), start NAME CMD...
 
 echo "== workers: target $target, draft $draft ($placement)"
 start verifier "${verifier_pin[@]}" "$bin/splitspec-verifier" --model "$target" --port 0 \

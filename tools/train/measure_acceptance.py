@@ -149,14 +149,7 @@ SECTION = "## Acceptance against the target"
 
 
 def write_section(path, args, rows):
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    if SECTION in text:  # replace the earlier section, up to the next one
-        head, rest = text.split(SECTION, 1)
-        nxt = rest.find("\n## ")
-        text = head.rstrip("\n") + "\n" + (rest[nxt:] if nxt >= 0 else "")
-    section = [
-        "", SECTION, "",
+    replace_section(path, SECTION, [
         "Greedy chains of k = %d, simulated on the torch forward by `tools/train/measure_acceptance.py`:" % args.k,
         "%d prompts per workload, each followed by the target's %d-token greedy continuation." % (
             args.prompts, args.new_tokens),
@@ -164,8 +157,20 @@ def write_section(path, args, rows):
         "repetitive: a 40-token window of held-out code shown three times plus the start of a fourth.",
         "Acceptance rate = accepted / proposed tokens (the n-gram proposer proposes fewer than k, or",
         "nothing, when the context has no match); a target step commits the accepted tokens plus its",
-        "own next token.", "",
-    ] + rows + [""]
+        "own next token.",
+    ], rows)
+
+
+def replace_section(path, title, intro, rows):
+    """Writes `title`, the intro lines and the table rows as a section of the markdown file at
+    `path`, replacing an earlier section of that title (up to the next one) or appending."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if title in text:
+        head, rest = text.split(title, 1)
+        nxt = rest.find("\n## ")
+        text = head.rstrip("\n") + "\n" + (rest[nxt:] if nxt >= 0 else "")
+    section = ["", title, ""] + intro + [""] + rows + [""]
     with open(path, "w", encoding="utf-8") as f:
         f.write(text.rstrip("\n") + "\n" + "\n".join(section))
 

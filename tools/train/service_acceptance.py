@@ -120,22 +120,13 @@ SECTION = "## Acceptance through the services"
 
 
 def write_section(path, args, rows):
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    if SECTION in text:
-        head, rest = text.split(SECTION, 1)
-        nxt = rest.find("\n## ")
-        text = head.rstrip("\n") + "\n" + (rest[nxt:] if nxt >= 0 else "")
-    section = [
-        "", SECTION, "",
+    measure_acceptance.replace_section(path, SECTION, [
         "The same workloads through the real verifier, drafters and router (`static:%d`, greedy), by" % args.k,
         "`tools/train/service_acceptance.py`: %d prompts per workload (token windows decoded to text)," % args.prompts,
         "%d new tokens each. A target step commits the accepted drafts plus the target's own token;" % args.new_tokens,
         "the n-gram drafter proposes nothing when the context has no match, so its rate counts only",
-        "what it proposed.", "",
-    ] + rows + [""]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text.rstrip("\n") + "\n" + "\n".join(section))
+        "what it proposed.",
+    ], rows)
 
 
 if __name__ == "__main__":
