@@ -18,7 +18,8 @@ port=50050
 demo=0
 target=""
 draft=""
-prompt="The quick brown fox jumps over the lazy dog. The quick brown fox"
+# Code is the bundled pair's strongest domain (and where its draft is accepted most).
+prompt=$'class Stack:\n    """A last-in first-out stack."""\n\n    def __init__(self):\n'
 max_tokens=64
 while (($#)); do
   case "$1" in
@@ -102,7 +103,8 @@ start router "$bin/splitspec-router" --verifier "127.0.0.1:$((port + 1))" \
   --policy "$policy" --port "$port"
 
 if ((demo)); then
-  echo "== generating (policy $policy): $prompt"
+  echo "== generating (policy $policy), prompt:"
+  echo "$prompt"
   "$bin/splitspec" generate --router "127.0.0.1:$port" --prompt "$prompt" --max-tokens "$max_tokens"
   exit 0
 fi
