@@ -13,55 +13,68 @@ namespace splitspec::drafter {
 DrafterCore::DrafterCore(std::unique_ptr<Proposer> proposer, const DrafterOptions& options)
     : proposer_(std::move(proposer)), options_(options) {}
 
+absl::Status DrafterCore::CheckItem(const spec::ProposeItem& item, int32_t vocab) const {
+  const spec::ProposalShape& shape = item.shape;
+  if (shape.depth < 0 || shape.depth > options_.max_draft_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": k = ", shape.depth, " is outside [0, ",
+                                                   options_.max_draft_tokens, "] (the drafter's --max-draft-tokens)"));
+  }
+  if (shape.branching < 1 || shape.max_nodes < 0 || shape.max_nodes > options_.max_draft_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": bad proposal shape (branching ",
+                                                   shape.branching, ", max_nodes ", shape.max_nodes, ")"));
+  }
+  if (item.known_length < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": negative known_length"));
+  }
+  for (size_t i = 0; i < item.new_tokens.size(); ++i) {
+    const int32_t token = item.new_tokens[i];
+    if (token < 0 || (vocab > 0 && token >= vocab)) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": new token ", i, " is ", token,
+                                                     ", outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  if (absl::Status s = engine::ValidateSamplingParams(item.sampling); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": ", s.message()));
+  }
+  auto it = histories_.find(item.id);
+  const size_t held = it == histories_.end() ? 0 : it->second.size();
+  if (item.known_length > 0 && it == histories_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat("unknown session: request ", item.id, " (known_length ",
+                                                      item.known_length, "); resend with known_length 0"));
+  }
+  if (static_cast<size_t>(item.known_length) > held) {
+    return absl::FailedPreconditionError(absl::StrCat("request ", item.id, ": known_length ", item.known_length,
+                                                      " but the drafter holds ", held, " tokens"));
+  }
+  if (item.known_length == 0 && item.new_tokens.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": empty history"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<spec::ProposeResponse> DrafterCore::Propose(const std::vector<spec::ProposeItem>& items) {
   const auto start = std::chrono::steady_clock::now();
   const int32_t vocab = proposer_->Info().vocab_size;
+  spec::ProposeResponse response;
+  response.results.resize(items.size());
+  // Each item is checked on its own: a bad one gets its status, the others are drafted.
+  std::vector<size_t> ready;
   std::unordered_set<spec::RequestId> seen;
-  for (const spec::ProposeItem& item : items) {
-    if (!seen.insert(item.id).second) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, " appears twice in one propose batch"));
+  for (size_t i = 0; i < items.size(); ++i) {
+    response.results[i].id = items[i].id;
+    if (!seen.insert(items[i].id).second) {
+      response.results[i].status =
+          absl::InvalidArgumentError(absl::StrCat("request ", items[i].id, " appears twice in one propose batch"));
+      continue;
     }
-    const spec::ProposalShape& shape = item.shape;
-    if (shape.depth < 0 || shape.depth > options_.max_draft_tokens) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": k = ", shape.depth,
-                                                     " is outside [0, ", options_.max_draft_tokens,
-                                                     "] (the drafter's --max-draft-tokens)"));
-    }
-    if (shape.branching < 1 || shape.max_nodes < 0 || shape.max_nodes > options_.max_draft_tokens) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": bad proposal shape (branching ",
-                                                     shape.branching, ", max_nodes ", shape.max_nodes, ")"));
-    }
-    if (item.known_length < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": negative known_length"));
-    }
-    for (size_t i = 0; i < item.new_tokens.size(); ++i) {
-      const int32_t token = item.new_tokens[i];
-      if (token < 0 || (vocab > 0 && token >= vocab)) {
-        return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": new token ", i, " is ", token,
-                                                       ", outside the vocabulary [0, ", vocab, ")"));
-      }
-    }
-    if (absl::Status s = engine::ValidateSamplingParams(item.sampling); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": ", s.message()));
-    }
-    auto it = histories_.find(item.id);
-    const size_t held = it == histories_.end() ? 0 : it->second.size();
-    if (item.known_length > 0 && it == histories_.end()) {
-      return absl::FailedPreconditionError(absl::StrCat("unknown session: request ", item.id, " (known_length ",
-                                                        item.known_length, "); resend with known_length 0"));
-    }
-    if (static_cast<size_t>(item.known_length) > held) {
-      return absl::FailedPreconditionError(absl::StrCat("request ", item.id, ": known_length ", item.known_length,
-                                                        " but the drafter holds ", held, " tokens"));
-    }
-    if (item.known_length == 0 && item.new_tokens.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": empty history"));
-    }
+    response.results[i].status = CheckItem(items[i], vocab);
+    if (response.results[i].status.ok()) ready.push_back(i);
   }
 
   std::vector<ProposeTask> tasks;
-  tasks.reserve(items.size());
-  for (const spec::ProposeItem& item : items) {
+  tasks.reserve(ready.size());
+  for (size_t i : ready) {
+    const spec::ProposeItem& item = items[i];
     std::vector<int32_t>& history = histories_[item.id];
     history.resize(item.known_length);
     history.insert(history.end(), item.new_tokens.begin(), item.new_tokens.end());
@@ -72,12 +85,10 @@ absl::StatusOr<spec::ProposeResponse> DrafterCore::Propose(const std::vector<spe
     task.sampling = item.sampling;
     tasks.push_back(task);
   }
-  absl::StatusOr<std::vector<spec::DraftProposal>> proposals = proposer_->Propose(tasks);
-  if (!proposals.ok()) return proposals.status();
-  spec::ProposeResponse response;
-  response.results.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    response.results.push_back(spec::ProposeResult{items[i].id, std::move((*proposals)[i])});
+  if (!tasks.empty()) {
+    absl::StatusOr<std::vector<spec::DraftProposal>> proposals = proposer_->Propose(tasks);
+    if (!proposals.ok()) return proposals.status();
+    for (size_t j = 0; j < ready.size(); ++j) response.results[ready[j]].draft = std::move((*proposals)[j]);
   }
   response.compute_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return response;

@@ -26,11 +26,13 @@ class DrafterCore {
   DrafterCore(std::unique_ptr<Proposer> proposer, const DrafterOptions& options);
 
   // Syncs each item's session (creating it when known_length is 0), then asks the proposer for
-  // all items at once. INVALID_ARGUMENT for bad input (duplicate ids, depth above the maximum,
-  // token ids outside the vocabulary, an empty history); FAILED_PRECONDITION when known_length
-  // disagrees with the session (unknown session with known_length > 0, or more tokens than it
-  // holds): the router then resends the whole history with known_length = 0. Input is checked
-  // for every item before any session changes.
+  // all good items at once. One result per item, in item order; an item with bad input gets
+  // its own status and no draft while the others proceed: INVALID_ARGUMENT (duplicate id,
+  // depth above the maximum, token ids outside the vocabulary, an empty history) or
+  // FAILED_PRECONDITION when known_length disagrees with the session (unknown session with
+  // known_length > 0, or more tokens than it holds): the router then resends the whole history
+  // with known_length = 0. A bad item's session is left unchanged. A call-level error means the
+  // proposer failed.
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items);
 
   // Ends sessions (and the proposer's state for them); unknown ids are ignored.
@@ -42,6 +44,8 @@ class DrafterCore {
   Proposer& proposer() { return *proposer_; }
 
  private:
+  absl::Status CheckItem(const spec::ProposeItem& item, int32_t vocab) const;
+
   std::unique_ptr<Proposer> proposer_;
   DrafterOptions options_;
   std::unordered_map<spec::RequestId, std::vector<int32_t>> histories_;

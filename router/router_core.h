@@ -164,6 +164,7 @@ class RouterCore {
 
  private:
   struct Active;
+  struct StepPlan;
   struct Waiting {
     RequestId id = 0;
     GenerateRequest request;
@@ -175,6 +176,16 @@ class RouterCore {
   int32_t BlocksFor(const GenerateRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PrefillAdmitted(std::vector<Waiting> admitted, StepStats* stats);
   bool DecodeStep(StepStats* stats);  // false when no request was ready to decode
+  // DecodeStep's named steps, in order (router_step.cc).
+  void ReconsiderPools(const std::vector<Active*>& ready, int32_t max_k);
+  int32_t UsefulK(const Active& r, int32_t max_k) const;
+  void PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats* stats);
+  void Draft(StepPlan* plan);
+  void DraftForPool(const std::string& pool, const std::vector<size_t>& members, StepPlan* plan);
+  absl::StatusOr<spec::VerifyResponse> VerifyPlan(StepPlan* plan);
+  StepOutcome ApplyResults(const StepPlan& plan, const spec::VerifyResponse& resp, StepStats* stats);
+  void ObserveStep(const StepPlan& plan, const spec::VerifyResponse& resp, StepOutcome outcome,
+                   StepStats* stats);
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends tokens one by one, stopping at the first stop condition.
   void AppendTokens(Active& r, absl::Span<const int32_t> tokens, StreamEvent* event);
@@ -211,6 +222,9 @@ class RouterCore {
   std::deque<double> overheads_ ABSL_GUARDED_BY(mu_);
 
   // Loop-thread state.
+  // The verifier's context in tokens (0: unknown, no limit). Written by Init before it sets
+  // initialized_ (under mu_), read-only afterwards.
+  int32_t max_context_ = 0;
   std::vector<std::unique_ptr<Active>> running_;
   int64_t steps_ = 0;
   int64_t completed_ = 0;

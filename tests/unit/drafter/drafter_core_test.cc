@@ -156,10 +156,13 @@ TEST(DrafterCoreTest, StateMismatchIsFailedPrecondition) {
   Fixture f = MakeDraftModelCore();
   ASSERT_NE(f.core, nullptr);
   auto unknown = f.core->Propose({Item(9, 5, {1, 2}, 2)});
-  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ(unknown->results[0].status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(f.core->History(9), nullptr);
   ASSERT_TRUE(f.core->Propose({Item(1, 0, kPrompt, 2)}).ok());
   auto ahead = f.core->Propose({Item(1, static_cast<int32_t>(kPrompt.size()) + 3, {4}, 2)});
-  EXPECT_EQ(ahead.status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(ahead.ok()) << ahead.status();
+  EXPECT_EQ(ahead->results[0].status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(*f.core->History(1), kPrompt);
 }
 
@@ -212,7 +215,7 @@ TEST(DrafterCoreTest, SampledRequestsGetDrawnChainsWithTheirDistributions) {
   EXPECT_EQ(repeated->results[0].draft.probs, draft.probs);
 }
 
-TEST(DrafterCoreTest, BadInputIsRefusedBeforeAnySessionChanges) {
+TEST(DrafterCoreTest, BadItemIsRefusedAloneAndTheBatchProceeds) {
   Fixture f = MakeDraftModelCore();
   ASSERT_NE(f.core, nullptr);
   ASSERT_TRUE(f.core->Propose({Item(1, 0, kPrompt, 2)}).ok());
@@ -224,10 +227,17 @@ TEST(DrafterCoreTest, BadInputIsRefusedBeforeAnySessionChanges) {
       Item(2, 0, {}, 2),                   // empty history
       Item(1, known, {8}, 2),              // duplicate id in one batch
   };
+  std::vector<int32_t> updated = kPrompt;
+  updated.push_back(8);
   for (const spec::ProposeItem& item : bad) {
     auto response = f.core->Propose({Item(1, known, {8}, 2), item});
-    EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
-    EXPECT_EQ(*f.core->History(1), kPrompt);
+    ASSERT_TRUE(response.ok()) << response.status();
+    ASSERT_EQ(response->results.size(), 2u);
+    EXPECT_TRUE(response->results[0].status.ok()) << response->results[0].status;
+    EXPECT_EQ(response->results[0].draft.tokens, Expected(updated, 2));
+    EXPECT_EQ(response->results[1].status.code(), absl::StatusCode::kInvalidArgument) << response->results[1].status;
+    EXPECT_TRUE(response->results[1].draft.tokens.empty());
+    EXPECT_EQ(*f.core->History(1), updated);
     EXPECT_EQ(f.core->History(2), nullptr);
   }
 }
