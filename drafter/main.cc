@@ -2,7 +2,9 @@
 //   splitspec-drafter --model DIR --port P [--device cpu|cuda|cuda:N]
 //   splitspec-drafter --ngram [--ngram-min 1 --ngram-max 4] --port P
 // Other flags: --host (127.0.0.1), --max-draft-tokens (16), --kv-blocks (1024), --block-size
-// (16), --threads (0 = all cores), --drain-seconds (10), --metrics-port (9401; 0 = a free port,
+// (16), --threads (0 = all cores), --drain-seconds (10), --session-lease-seconds (300; idle
+// sessions are reclaimed after it, <= 0 = never), --max-sessions (1024), --max-history-tokens
+// (4194304, across all sessions; 0 = no cap), --metrics-port (9401; 0 = a free port,
 // -1 = no metrics server), --metrics-host (--host).
 // Prints "splitspec-drafter listening on HOST:PORT" once serving (--port 0 picks a free port),
 // then "splitspec-drafter metrics on HOST:PORT" (GET /metrics);
@@ -33,6 +35,7 @@ constexpr char kUsage[] =
     "usage: splitspec-drafter (--model DIR [--device cpu|cuda|cuda:N] | --ngram [--ngram-min N] [--ngram-max N])\n"
     "       [--port P] [--host H]\n"
     "       [--max-draft-tokens K] [--kv-blocks N] [--block-size N] [--threads N] [--drain-seconds S]\n"
+    "       [--session-lease-seconds S] [--max-sessions N] [--max-history-tokens N]\n"
     "       [--metrics-port P|0|-1] [--metrics-host H]\n";
 
 int Fail(const absl::Status& status) {
@@ -53,11 +56,15 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto block_size = flags.GetInt("block-size", 16);
   auto threads = flags.GetInt("threads", 0);
   auto drain = flags.GetDouble("drain-seconds", 10);
+  auto lease = flags.GetDouble("session-lease-seconds", 300);
+  auto max_sessions = flags.GetInt("max-sessions", 1024);
+  auto max_history = flags.GetInt("max-history-tokens", 4 << 20);
   const std::string host = flags.GetString("host", "127.0.0.1");
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kDrafterMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", host);
   for (const absl::Status& s : {ngram_min.status(), ngram_max.status(), port.status(), max_draft.status(),
                                 kv_blocks.status(), block_size.status(), threads.status(), drain.status(),
+                                lease.status(), max_sessions.status(), max_history.status(),
                                 metrics_port.status(), flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
@@ -92,6 +99,9 @@ int Run(const splitspec::rpc::Flags& flags) {
   }
   splitspec::drafter::DrafterOptions core_options;
   core_options.max_draft_tokens = *max_draft;
+  core_options.session_lease_seconds = *lease;
+  core_options.max_sessions = *max_sessions;
+  core_options.max_history_tokens = *max_history;
   splitspec::drafter::DrafterCore core(std::move(proposer), core_options);
   splitspec::metrics::MetricsRegistry registry;
   auto worker_metrics = splitspec::metrics::WorkerMetrics::Create(registry, splitspec::metrics::WorkerRole::kDrafter);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -43,6 +44,9 @@ RouterCore::RouterCore(RouterOptions options, VerifierClient* verifier, DrafterP
   for (const auto& [name, client] : drafters_) {
     if (client != nullptr) pool_names_.push_back(name);
   }
+  instance_id_ = options_.instance_id & 0xFFFFFF;
+  while (instance_id_ == 0) instance_id_ = std::random_device()() & 0xFFFFFF;
+  next_id_ = (static_cast<RequestId>(instance_id_) << kSequenceBits) | 1;
 }
 
 RouterCore::~RouterCore() = default;

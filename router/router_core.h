@@ -121,6 +121,10 @@ struct RouterOptions {
   // Called on the loop thread as each request leaves the queue for prefill, with the time it
   // waited since Submit and its prompt length (queue-time metrics).
   std::function<void(RequestId id, double queue_seconds, int32_t prompt_tokens)> admission_observer;
+  // Request ids are (instance_id << 40) | sequence number, so ids of different router
+  // processes (several routers on one worker, a restarted router meeting its predecessor's
+  // orphaned sessions) never collide on a worker. 0: drawn at random (24 bits).
+  uint32_t instance_id = 0;
   // Refresh the expensive parts of the snapshot (policy state, estimates) every N steps
   // (and whenever the batch empties); the simulator raises it to stay fast.
   int32_t snapshot_every_steps = 1;
@@ -161,6 +165,8 @@ class RouterCore {
   bool Idle() const;
 
   ServerInfo Snapshot() const;
+  uint32_t instance_id() const { return instance_id_; }
+  static constexpr int kSequenceBits = 40;
 
  private:
   struct Active;
@@ -209,6 +215,7 @@ class RouterCore {
   std::vector<RequestId> cancels_ ABSL_GUARDED_BY(mu_);
   std::vector<Waiting> cancelled_waiting_ ABSL_GUARDED_BY(mu_);
   std::set<RequestId> live_ ABSL_GUARDED_BY(mu_);
+  uint32_t instance_id_ = 0;  // fixed at construction
   RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool initialized_ ABSL_GUARDED_BY(mu_) = false;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;

@@ -134,7 +134,7 @@ absl::StatusOr<std::unique_ptr<VerifierCore>> VerifierCore::CreateRank0(const Ve
 }
 
 VerifierCore::VerifierCore(const VerifierOptions& options)
-    : options_(options), model_name_(BaseName(options.model_dir)) {}
+    : options_(options), model_name_(BaseName(options.model_dir)), leases_(options.session_lease_seconds) {}
 
 VerifierCore::~VerifierCore() {
   if (leader_ != nullptr) {
@@ -208,6 +208,20 @@ absl::StatusOr<std::vector<spec::PrefillResult>> VerifierCore::Prefill(const std
     if (results[i].status.ok()) ready.push_back(i);
   }
   if (ready.empty()) return results;
+  // The session cap counts this batch's new sessions too, first come first served.
+  if (options_.max_sessions > 0) {
+    std::vector<size_t> within;
+    for (size_t i : ready) {
+      if (static_cast<int64_t>(sessions_.size() + within.size()) < options_.max_sessions) {
+        within.push_back(i);
+      } else {
+        results[i].status = absl::ResourceExhaustedError(absl::StrCat(
+            "request ", items[i].id, ": the verifier holds its maximum of ", options_.max_sessions, " sessions"));
+      }
+    }
+    ready.swap(within);
+    if (ready.empty()) return results;
+  }
 
   std::vector<engine::SequenceStep> steps;
   steps.reserve(ready.size());
@@ -230,6 +244,7 @@ absl::StatusOr<std::vector<spec::PrefillResult>> VerifierCore::Prefill(const std
   // Sessions exist on rank 0 only; the other ranks keep the prefilled KV.
   if (absl::Status s = leader_->Commit({}); !s.ok()) return s;  // a broken group: nothing kept
   std::vector<engine::SeqId> unusable;
+  const double now = Now();
   for (size_t j = 0; j < ready.size(); ++j) {
     spec::PrefillResult& result = results[ready[j]];
     if (fresh[j].pending < 0 || fresh[j].pending >= vocab_size()) {
@@ -240,6 +255,7 @@ absl::StatusOr<std::vector<spec::PrefillResult>> VerifierCore::Prefill(const std
     }
     result.next_token = fresh[j].pending;
     sessions_.emplace(result.id, std::move(fresh[j]));
+    leases_.Touch(result.id, now);
   }
   if (!unusable.empty()) leader_->Release(unusable).IgnoreError();
   return results;
@@ -336,9 +352,11 @@ absl::StatusOr<spec::VerifyResponse> VerifierCore::Verify(const std::vector<spec
       result.tokens = std::move(outcome->tokens);
     }
     if (absl::Status s = leader_->Commit(commits); !s.ok()) return s;
+    const double now = Now();
     for (size_t i : ready) {
       const spec::VerifyResult& result = response.results[i];
       sessions_.at(result.id).pending = result.tokens.back();
+      leases_.Touch(result.id, now);
     }
   }
   response.compute_seconds = SecondsSince(start);
@@ -350,6 +368,7 @@ absl::StatusOr<spec::VerifyResponse> VerifierCore::Verify(const std::vector<spec
 int32_t VerifierCore::Release(const std::vector<spec::RequestId>& ids) {
   std::vector<engine::SeqId> known;
   for (spec::RequestId id : ids) {
+    leases_.Forget(id);
     if (sessions_.erase(id) > 0) known.push_back(id);
   }
   if (!known.empty()) {
@@ -359,6 +378,11 @@ int32_t VerifierCore::Release(const std::vector<spec::RequestId>& ids) {
     }
   }
   return static_cast<int32_t>(known.size());
+}
+
+int32_t VerifierCore::ReclaimIdle() {
+  const std::vector<spec::RequestId> expired = leases_.TakeExpired(Now());
+  return expired.empty() ? 0 : Release(expired);
 }
 
 spec::WorkerInfo VerifierCore::Info() const {

@@ -16,6 +16,7 @@
 #define SPLITSPEC_VERIFIER_VERIFIER_CORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -25,6 +26,7 @@
 #include "common/engine/comm/communicator.h"
 #include "common/engine/sampling/sampler.h"
 #include "common/spec/draft_tree.h"
+#include "common/spec/session_leases.h"
 #include "common/spec/worker_api.h"
 #include "verifier/step_channel.h"
 #include "verifier/tp_group.h"
@@ -41,6 +43,13 @@ struct VerifierOptions {
   // Context served per request, in tokens: 0 = the model's max_position_embeddings; a smaller
   // value caps it (less KV per request; tests use it to reach the end quickly).
   int32_t max_context_tokens = 0;
+  // Sessions unused for this long are reclaimed by ReclaimIdle (their router is gone); every
+  // Prefill/Verify renews a session's lease. <= 0: never.
+  double session_lease_seconds = 300;
+  // Live sessions at most; a Prefill item beyond it gets RESOURCE_EXHAUSTED. 0: no cap.
+  int32_t max_sessions = 4096;
+  // Monotonic time in seconds for leases (tests inject one); null: the steady clock.
+  std::function<double()> now;
   int32_t n_threads = 0;          // CPU backend threads (per rank), 0 = all cores / tp_size
   std::string device = "cpu";     // cpu, cuda or cuda:N (common/engine/cuda/select_backend.h)
   // Tensor parallelism with ranks as threads of this process (in-process communicator, CPU
@@ -86,6 +95,10 @@ class VerifierCore {
 
   // Frees the sessions' KV; unknown ids are ignored. Returns how many existed.
   int32_t Release(const std::vector<spec::RequestId>& ids);
+  // Releases every session whose lease ran out (see common/spec/session_leases.h); returns
+  // how many. The service calls it periodically.
+  int32_t ReclaimIdle();
+  double session_lease_seconds() const { return leases_.lease_seconds(); }
 
   spec::WorkerInfo Info() const;
   const std::string& model_dir() const { return options_.model_dir; }
@@ -105,6 +118,7 @@ class VerifierCore {
     std::unique_ptr<engine::Rng> rng;
   };
   explicit VerifierCore(const VerifierOptions& options);
+  double Now() const { return options_.now ? options_.now() : spec::SteadySeconds(); }
   absl::Status CheckPrefillItem(const spec::PrefillItem& item) const;
   absl::StatusOr<spec::DraftTree> CheckVerifyItem(const spec::VerifyItem& item) const;
   absl::Status CheckTokens(const std::vector<int32_t>& tokens, const char* what, spec::RequestId id) const;
@@ -122,6 +136,7 @@ class VerifierCore {
   std::unique_ptr<StepLeader> leader_;
   std::string model_name_;
   std::unordered_map<spec::RequestId, Session> sessions_;
+  spec::SessionLeases leases_;
 };
 
 }  // namespace splitspec::verifier

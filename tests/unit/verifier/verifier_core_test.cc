@@ -17,8 +17,8 @@ namespace {
 using splitspec::testing::GetTestModels;
 using splitspec::testing::GreedyReference;
 
-std::unique_ptr<VerifierCore> MakeCore(int32_t max_draft_tokens = 8, int32_t max_context = 0) {
-  VerifierOptions options;
+std::unique_ptr<VerifierCore> MakeCore(int32_t max_draft_tokens = 8, int32_t max_context = 0,
+                                       VerifierOptions options = {}) {
   options.max_context_tokens = max_context;
   options.model_dir = GetTestModels().target_dir;
   options.kv_blocks = 64;
@@ -302,6 +302,44 @@ TEST(VerifierSamplingTest, DegenerateTemperatureNeverYieldsAnInvalidToken) {
     EXPECT_EQ(out, reference) << "T=" << t;
     core->Release({id});
   }
+}
+
+TEST(VerifierLeaseTest, IdleSessionsAreReclaimedAndTheirKvFreed) {
+  double now = 50.0;
+  VerifierOptions options;
+  options.session_lease_seconds = 3.0;
+  options.now = [&now] { return now; };
+  auto core = MakeCore(8, 0, options);
+  ASSERT_NE(core, nullptr);
+  const int32_t free_before = core->Info().free_blocks;
+  ASSERT_TRUE(core->Prefill({{1, kPromptA, {}}, {2, kPromptB, {}}}).ok());
+  now += 2.0;
+  ASSERT_TRUE(core->Verify({{2, {}}}).ok());  // renews 2
+  now += 2.0;
+  EXPECT_EQ(core->ReclaimIdle(), 1);
+  EXPECT_EQ(core->KvLength(1), -1);
+  EXPECT_GE(core->KvLength(2), 0);
+  now += 3.5;
+  EXPECT_EQ(core->ReclaimIdle(), 1);
+  EXPECT_EQ(core->Info().live_sessions, 0);
+  EXPECT_EQ(core->Info().free_blocks, free_before);
+}
+
+TEST(VerifierLeaseTest, SessionCapRefusesTheItemsBeyondIt) {
+  VerifierOptions options;
+  options.max_sessions = 2;
+  auto core = MakeCore(8, 0, options);
+  ASSERT_NE(core, nullptr);
+  auto first = core->Prefill({{1, kPromptA, {}}, {2, kPromptB, {}}, {3, kPromptC, {}}});
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE((*first)[0].status.ok());
+  EXPECT_TRUE((*first)[1].status.ok());
+  EXPECT_EQ((*first)[2].status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(core->KvLength(3), -1);
+  core->Release({1});
+  auto again = core->Prefill({{3, kPromptC, {}}});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)[0].status.ok());
 }
 
 }  // namespace
