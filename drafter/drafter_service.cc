@@ -47,6 +47,12 @@ grpc::Status DrafterService::Propose(grpc::ServerContext*, const v1::ProposeRequ
     return Reply(result.status());
   }
   if (metrics_ != nullptr) {
+    // Refused items count with the call errors (same metric, by code).
+    for (const spec::ProposeResult& r : result->results) {
+      if (!r.status.ok()) metrics_->RecordRpcError(r.status.code());
+    }
+  }
+  if (metrics_ != nullptr) {
     // The proposer runs its catch-up and max(k) draft forwards inside one call, so the drafter
     // observes the call: tokens = catch-up tokens fed plus draft tokens produced.
     int64_t tokens = 0;

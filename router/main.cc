@@ -1,11 +1,18 @@
 // splitspec-router: the public Generate service over a verifier and drafter pools.
-//   splitspec-router --verifier ADDR --drafter [NAME=]ADDR [--drafter ...] --port P
+//   splitspec-router --verifier ADDR[,ADDR...] --drafter [NAME=]ADDR[,ADDR...] [--drafter ...] --port P
 //                    --policy none|static:K|smartspec|... [--policy-config FILE]
 // Other flags: --host (127.0.0.1), --tokenizer PATH (default: tokenizer.model in the verifier's
 // model dir; "none" = token ids only), --latency-model FILE, --max-queue (256), --max-running
 // (64), --max-k (8), --default-max-tokens (128), --worker-timeout-seconds (60),
 // --wait-seconds (60: how long to wait for the verifier at start), --drain-seconds (30),
 // --metrics-port (9400; 0 = a free port, -1 = no metrics server), --metrics-host (--host).
+// Replicas (docs/reliability.md): several --verifier addresses are replicas of one target
+// model; a new request goes to the one with the most free KV, and a failed one's requests are
+// re-prefilled on another. Several addresses after a drafter pool's NAME= are standbys of that
+// pool. --failover-wait-seconds (10: how long a request waits for a replica),
+// --deadline-factor (8) and --deadline-floor-seconds (0.5): a worker call's deadline is factor
+// x the latency model's prediction, at least the floor, at most --worker-timeout-seconds;
+// --probe-interval-seconds (0.25: how often a failed replica is probed).
 // Prints "splitspec-router listening on HOST:PORT" once serving (--port 0 picks a free port),
 // then "splitspec-router metrics on HOST:PORT" (GET /metrics and GET /server_info there).
 // SIGTERM/SIGINT: stop accepting, let running requests finish (up to --drain-seconds), exit 0.
@@ -16,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/engine/tokenizer/tokenizer.h"
 #include "common/metrics/metrics_http_server.h"
@@ -26,6 +34,7 @@
 #include "router/clock.h"
 #include "router/latency_model.h"
 #include "router/policy.h"
+#include "router/replicated_drafter.h"
 #include "router/router_core.h"
 #include "router/service/grpc_workers.h"
 #include "router/service/router_metrics.h"
@@ -36,11 +45,12 @@ namespace {
 using namespace splitspec;  // NOLINT: a main over many of our namespaces
 
 constexpr char kUsage[] =
-    "usage: splitspec-router --verifier ADDR [--drafter [NAME=]ADDR ...] [--port P] [--host H]\n"
+    "usage: splitspec-router --verifier ADDR[,ADDR...] [--drafter [NAME=]ADDR[,ADDR...] ...] [--port P] [--host H]\n"
     "       [--policy none|static:K|smartspec|sglang-tiers|analytical|fsm|cache-fsm] [--policy-config FILE]\n"
     "       [--tokenizer PATH|none] [--latency-model FILE] [--max-queue N] [--max-running N] [--max-k K]\n"
     "       [--default-max-tokens N] [--worker-timeout-seconds S] [--wait-seconds S] [--drain-seconds S]\n"
-    "       [--metrics-port P|0|-1] [--metrics-host H]\n";
+    "       [--metrics-port P|0|-1] [--metrics-host H] [--failover-wait-seconds S]\n"
+    "       [--deadline-factor F] [--deadline-floor-seconds S] [--probe-interval-seconds S]\n";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
@@ -68,11 +78,17 @@ int Run(const rpc::Flags& flags) {
   auto worker_timeout = flags.GetDouble("worker-timeout-seconds", 60);
   auto wait = flags.GetDouble("wait-seconds", 60);
   auto drain = flags.GetDouble("drain-seconds", 30);
+  auto failover_wait = flags.GetDouble("failover-wait-seconds", 10);
+  auto deadline_factor = flags.GetDouble("deadline-factor", 8);
+  auto deadline_floor = flags.GetDouble("deadline-floor-seconds", 0.5);
+  auto probe_interval = flags.GetDouble("probe-interval-seconds", 0.25);
   auto metrics_port = flags.GetInt("metrics-port", metrics::kRouterMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", host);
   for (const absl::Status& s : {port.status(), max_queue.status(), max_running.status(), max_k.status(),
                                 default_max_tokens.status(), worker_timeout.status(), wait.status(),
-                                drain.status(), metrics_port.status(), flags.CheckAllUsed()}) {
+                                drain.status(), failover_wait.status(), deadline_factor.status(),
+                                deadline_floor.status(), probe_interval.status(), metrics_port.status(),
+                                flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
   if (verifier_address.empty()) return Fail(absl::InvalidArgumentError("--verifier ADDR is required"));
@@ -80,12 +96,29 @@ int Run(const rpc::Flags& flags) {
     return Fail(absl::InvalidArgumentError("--metrics-port must be a port, 0 (any free one) or -1 (off)"));
   }
 
-  // Workers. The verifier must be up (its KV size drives admission); drafters may come later.
-  router::GrpcVerifier verifier(verifier_address, absl::Seconds(*worker_timeout));
-  if (absl::Status s = rpc::WaitForHealthy(verifier_address, absl::Seconds(*wait)); !s.ok()) {
-    return Die("verifier " + verifier_address, s);
+  // Workers. One verifier replica must be up (its KV size drives admission); the other
+  // replicas and the drafters may come later.
+  std::vector<std::unique_ptr<router::GrpcVerifier>> verifiers;
+  std::vector<router::VerifierClient*> verifier_clients;
+  for (absl::string_view address : absl::StrSplit(verifier_address, ',', absl::SkipEmpty())) {
+    verifiers.push_back(std::make_unique<router::GrpcVerifier>(std::string(address), absl::Seconds(*worker_timeout)));
+    verifier_clients.push_back(verifiers.back().get());
   }
+  if (verifiers.empty()) return Fail(absl::InvalidArgumentError("--verifier ADDR is required"));
+  size_t first_up = 0;
+  while (first_up < verifiers.size() && !rpc::CheckHealth(rpc::MakeChannel(verifiers[first_up]->address())).ok()) {
+    ++first_up;
+  }
+  if (first_up == verifiers.size()) {
+    first_up = 0;
+    if (absl::Status s = rpc::WaitForHealthy(verifiers[0]->address(), absl::Seconds(*wait)); !s.ok()) {
+      return Die("verifier " + verifiers[0]->address(), s);
+    }
+  }
+  router::GrpcVerifier& verifier = *verifiers[first_up];
+  router::SteadyClock drafter_clock;
   std::vector<std::unique_ptr<router::GrpcDrafter>> drafters;
+  std::vector<std::unique_ptr<router::ReplicatedDrafter>> drafter_replica_sets;
   router::DrafterPools pools;
   for (size_t i = 0; i < drafter_flags.size(); ++i) {
     const std::string& flag = drafter_flags[i];
@@ -96,8 +129,18 @@ int Run(const rpc::Flags& flags) {
     if (name.empty() || address.empty() || pools.count(name)) {
       return Fail(absl::InvalidArgumentError("bad or repeated --drafter '" + flag + "'"));
     }
-    drafters.push_back(std::make_unique<router::GrpcDrafter>(address, absl::Seconds(*worker_timeout)));
-    pools[name] = drafters.back().get();
+    std::vector<router::DrafterClient*> replicas;
+    for (absl::string_view replica : absl::StrSplit(address, ',', absl::SkipEmpty())) {
+      drafters.push_back(std::make_unique<router::GrpcDrafter>(std::string(replica), absl::Seconds(*worker_timeout)));
+      replicas.push_back(drafters.back().get());
+    }
+    if (replicas.size() == 1) {
+      pools[name] = replicas[0];
+    } else {
+      drafter_replica_sets.push_back(
+          std::make_unique<router::ReplicatedDrafter>(replicas, &drafter_clock, *probe_interval));
+      pools[name] = drafter_replica_sets.back().get();
+    }
   }
 
   // Tokenizer: text prompts, text deltas, stop strings and the EOS id.
@@ -135,6 +178,11 @@ int Run(const rpc::Flags& flags) {
   options.max_running = *max_running;
   options.max_k = *max_k;
   options.acceptance = *acceptance;
+  options.failover_wait_seconds = *failover_wait;
+  options.deadline_factor = *deadline_factor;
+  options.deadline_floor_seconds = *deadline_floor;
+  options.deadline_ceiling_seconds = *worker_timeout;
+  options.probe_interval_seconds = *probe_interval;
   if (tokenizer != nullptr) {
     options.eos_token_id = tokenizer->eos_id();
     const engine::Tokenizer* tok = tokenizer.get();
@@ -153,7 +201,7 @@ int Run(const rpc::Flags& flags) {
   if (!router_metrics.ok()) return Die("metrics", router_metrics.status());
   (*router_metrics)->Install(&options);
 
-  router::RouterCore core(options, &verifier, pools, std::move(*policy), latency, &clock);
+  router::RouterCore core(options, verifier_clients, pools, std::move(*policy), latency, &clock);
   if (absl::Status s = core.Init(); !s.ok()) return Die("router init", s);
   (*router_metrics)->SetCore(&core);
   auto verifier_info = verifier.Info();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -31,11 +32,11 @@ double StepStats::MeanK() const {
   return s / k.size();
 }
 
-RouterCore::RouterCore(RouterOptions options, VerifierClient* verifier, DrafterPools drafters,
-                       std::unique_ptr<SpeculationPolicy> policy, LatencyModel latency,
-                       const Clock* clock)
+RouterCore::RouterCore(RouterOptions options, std::vector<VerifierClient*> verifiers,
+                       DrafterPools drafters, std::unique_ptr<SpeculationPolicy> policy,
+                       LatencyModel latency, const Clock* clock)
     : options_(std::move(options)),
-      verifier_(verifier),
+      replicas_(std::move(verifiers), options_.probe_interval_seconds),
       drafters_(std::move(drafters)),
       policy_(std::move(policy)),
       latency_(std::move(latency)),
@@ -52,20 +53,41 @@ RouterCore::RouterCore(RouterOptions options, VerifierClient* verifier, DrafterP
 RouterCore::~RouterCore() = default;
 
 absl::Status RouterCore::Init() {
-  absl::StatusOr<spec::WorkerInfo> info = verifier_->Info();
-  if (!info.ok()) {
-    return absl::Status(info.status().code(),
-                        absl::StrCat("verifier Info failed: ", info.status().message()));
-  }
+  // Every replica serves the same model; the ones that answer now define it, the others are
+  // probed from the loop until they answer.
+  std::optional<spec::WorkerInfo> info;
+  absl::Status first_error;
   int32_t max_k = std::max(options_.max_k, 0);
-  if (info->max_draft_tokens > 0) max_k = std::min(max_k, info->max_draft_tokens);
+  int32_t max_context = 0;
+  const double now = clock_->NowSeconds();
+  for (int i = 0; i < replicas_.size(); ++i) {
+    replicas_.at(i).client->SetCallTimeout(absl::Seconds(options_.deadline_ceiling_seconds));
+    absl::StatusOr<spec::WorkerInfo> replica_info = replicas_.at(i).client->Info();
+    if (!replica_info.ok()) {
+      if (first_error.ok()) first_error = replica_info.status();
+      replicas_.MarkDown(i, now, /*deadline_exceeded=*/false);
+      replicas_.at(i).next_probe_at = now;
+      continue;
+    }
+    replicas_.MarkUp(i, replica_info->total_blocks);
+    if (replica_info->max_draft_tokens > 0) max_k = std::min(max_k, replica_info->max_draft_tokens);
+    if (replica_info->max_context_tokens > 0) {
+      max_context = max_context == 0 ? replica_info->max_context_tokens
+                                     : std::min(max_context, replica_info->max_context_tokens);
+    }
+    if (!info.has_value()) info = *replica_info;
+  }
+  if (!info.has_value()) {
+    return absl::Status(first_error.code(),
+                        absl::StrCat("verifier Info failed: ", first_error.message()));
+  }
   for (const std::string& name : pool_names_) {
     absl::StatusOr<spec::WorkerInfo> d = drafters_.at(name)->Info();
     if (d.ok() && d->max_draft_tokens > 0) max_k = std::min(max_k, d->max_draft_tokens);
   }
   MutexLock lock(&mu_);
-  max_context_ = info->max_context_tokens;
-  total_blocks_ = info->total_blocks;
+  max_context_ = max_context;
+  total_blocks_ = replicas_.MaxTotalBlocks();
   block_size_ = info->block_size > 0 ? info->block_size : 16;
   vocab_size_ = info->vocab_size;
   max_k_ = max_k;
@@ -74,7 +96,7 @@ absl::Status RouterCore::Init() {
   snapshot_.policy_state = policy_->Describe();
   snapshot_.latency_model = latency_.Summary();
   snapshot_.drafter_pools = pool_names_;
-  snapshot_.total_blocks = total_blocks_;
+  snapshot_.total_blocks = replicas_.UpTotalBlocks();
   return absl::OkStatus();
 }
 
@@ -162,8 +184,11 @@ bool RouterCore::HasWorkLocked() const {
 
 bool RouterCore::WaitForWork(absl::Duration timeout) {
   MutexLock lock(&mu_);
-  return work_cv_.WaitFor(&mu_, absl::ToChronoNanoseconds(timeout),
-                          [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return HasWorkLocked(); });
+  return work_cv_.WaitFor(&mu_, absl::ToChronoNanoseconds(timeout), [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    // While every replica a request needs is down, only a cancellation is worth waking for.
+    if (stalled_) return !cancels_.empty() || !cancelled_waiting_.empty();
+    return HasWorkLocked();
+  });
 }
 
 void RouterCore::StopAccepting() {
@@ -177,12 +202,16 @@ bool RouterCore::Idle() const {
 }
 
 bool RouterCore::RunStep() {
-  std::vector<RequestId> cancels;
-  std::vector<Waiting> admitted, dropped;
-  std::vector<Waiting> refused;  // can never fit any more (the verifier shrank)
   {
     MutexLock lock(&mu_);
     if (!initialized_) return false;
+  }
+  ProbeReplicas();  // first, so a recovered replica takes requests in this very step
+  std::vector<RequestId> cancels;
+  std::vector<Waiting> admitted, dropped;
+  std::vector<Waiting> refused;  // can never fit any more (the verifiers shrank)
+  {
+    MutexLock lock(&mu_);
     cancels.swap(cancels_);
     dropped.swap(cancelled_waiting_);
     while (!waiting_.empty() &&
@@ -194,15 +223,18 @@ bool RouterCore::RunStep() {
         waiting_.pop_front();
         continue;
       }
-      if (reserved_blocks_ + w.blocks > total_blocks_) break;  // FCFS: the head waits
-      reserved_blocks_ += w.blocks;
+      // The replica with the most free KV; FCFS: when none has room, the head waits.
+      const int replica = replicas_.Choose(w.blocks);
+      if (replica < 0) break;
+      replicas_.Reserve(replica, w.blocks);
+      w.replica = replica;
       admitted.push_back(std::move(w));
       waiting_.pop_front();
     }
     running_count_ += static_cast<int32_t>(admitted.size());
+    reserved_blocks_ = replicas_.ReservedBlocks();
   }
-  const bool did_work = !cancels.empty() || !admitted.empty() || !dropped.empty() ||
-                        !refused.empty() || !running_.empty();
+  bool progress = !cancels.empty() || !admitted.empty() || !dropped.empty() || !refused.empty();
   for (Waiting& w : dropped) {
     StreamEvent e;
     e.id = w.id;
@@ -231,21 +263,24 @@ bool RouterCore::RunStep() {
   }
   StepStats stats;
   stats.step = steps_;
-  if (!admitted.empty()) PrefillAdmitted(std::move(admitted), &stats);
+  std::vector<Active*> to_prefill = StartAdmitted(std::move(admitted));
+  const int64_t completed_before = completed_;
+  PlaceDisplaced(&to_prefill);
+  if (!to_prefill.empty()) PrefillOnReplicas(to_prefill, &stats);
   const bool decoded = DecodeStep(&stats);
+  progress = progress || decoded || !to_prefill.empty() || completed_ != completed_before;
   ReleaseAndReap();
   UpdateSnapshot(decoded ? &stats : nullptr);
-  return did_work;
-}
-
-void RouterCore::PrefillAdmitted(std::vector<Waiting> admitted, StepStats* stats) {
-  std::vector<spec::PrefillItem> items;
-  std::vector<std::unique_ptr<Active>> fresh;
-  int32_t max_k;
   {
     MutexLock lock(&mu_);
-    max_k = max_k_;
+    // Nothing moved although there is work: every request waits for a replica to come back.
+    stalled_ = !progress && HasWorkLocked();
   }
+  return progress;
+}
+
+std::vector<RouterCore::Active*> RouterCore::StartAdmitted(std::vector<Waiting> admitted) {
+  std::vector<Active*> started;
   const double admitted_at = clock_->NowSeconds();
   for (Waiting& w : admitted) {
     if (options_.admission_observer) {
@@ -255,62 +290,17 @@ void RouterCore::PrefillAdmitted(std::vector<Waiting> admitted, StepStats* stats
     auto r = std::make_unique<Active>();
     r->id = w.id;
     r->blocks = w.blocks;
+    r->replica = w.replica;
     r->sink = std::move(w.sink);
     r->request = std::move(w.request);
     r->history = r->request.prompt;
     r->prompt_len = static_cast<int32_t>(r->history.size());
     r->usage.prompt_tokens = r->prompt_len;
     for (const std::string& s : r->request.stop) r->max_stop_len = std::max(r->max_stop_len, s.size());
-    items.push_back(spec::PrefillItem{r->id, r->request.prompt, r->request.sampling});
-    fresh.push_back(std::move(r));
-  }
-  const double t0 = clock_->NowSeconds();
-  absl::StatusOr<std::vector<spec::PrefillResult>> results = verifier_->Prefill(items);
-  stats->prefill_seconds = clock_->NowSeconds() - t0;
-  stats->prefills = static_cast<int32_t>(fresh.size());
-  std::map<RequestId, const spec::PrefillResult*> first;
-  if (results.ok()) {
-    for (const spec::PrefillResult& p : *results) first[p.id] = &p;
-  }
-  int32_t vocab;
-  {
-    MutexLock lock(&mu_);
-    vocab = vocab_size_;
-  }
-  for (auto& r : fresh) {
-    StreamEvent e;
-    auto it = first.find(r->id);
-    const spec::PrefillResult* p = it == first.end() ? nullptr : it->second;
-    // A session may exist after a failed call (release it), never after a failed item: an
-    // ALREADY_EXISTS item's session belongs to someone else.
-    r->prefilled = !results.ok() || (p != nullptr && p->status.ok());
-    if (!results.ok()) {
-      Finish(*r, FinishReason::kError,
-             absl::UnavailableError(absl::StrCat("verifier prefill failed: ",
-                                                 results.status().message())),
-             &e);
-    } else if (p != nullptr && !p->status.ok()) {
-      Finish(*r, FinishReason::kError, p->status, &e);
-    } else if (p == nullptr || p->next_token < 0 || (vocab > 0 && p->next_token >= vocab)) {
-      Finish(*r, FinishReason::kError,
-             absl::InternalError("verifier prefill returned no valid token for the request"), &e);
-    } else {
-      r->usage.steps = 1;
-      if (!pool_names_.empty()) {
-        r->speculative = policy_->SpeculateNewRequest();
-        if (!r->request.drafter.empty()) {
-          r->pool = r->request.drafter;
-        } else {
-          r->pool = ChoosePoolForNewRequest(pool_names_, r->prompt_len, max_k, tracker_,
-                                            latency_, options_.pool_selection);
-        }
-      }
-      const int32_t token = p->next_token;
-      AppendTokens(*r, absl::MakeConstSpan(&token, 1), &e);
-    }
-    Emit(*r, e);
+    started.push_back(r.get());
     running_.push_back(std::move(r));
   }
+  return started;
 }
 
 void RouterCore::AppendTokens(Active& r, absl::Span<const int32_t> tokens, StreamEvent* event) {
@@ -352,7 +342,7 @@ void RouterCore::Finish(Active& r, FinishReason reason, absl::Status status, Str
   event->finished = true;
   event->finish_reason = reason;
   event->status = std::move(status);
-  if (r.prefilled) verifier_releases_.push_back(r.id);
+  if (r.prefilled && r.replica >= 0) verifier_releases_[r.replica].push_back(r.id);
   for (const auto& [pool, known] : r.known) drafter_releases_[pool].push_back(r.id);
   r.known.clear();
   tracker_.Forget(r.id);
@@ -368,9 +358,15 @@ void RouterCore::Emit(Active& r, StreamEvent& event) {
 }
 
 void RouterCore::ReleaseAndReap() {
-  if (!verifier_releases_.empty()) {
-    (void)verifier_->Release(verifier_releases_);  // best effort: a dead worker lost them
-    verifier_releases_.clear();
+  for (auto& [replica, ids] : verifier_releases_) {
+    if (ids.empty()) continue;
+    VerifierReplica& v = replicas_.at(replica);
+    if (v.up) {
+      (void)v.client->Release(ids);  // best effort: a worker that just died lost them anyway
+    } else {
+      v.stale_sessions.insert(v.stale_sessions.end(), ids.begin(), ids.end());
+    }
+    ids.clear();
   }
   for (auto& [pool, ids] : drafter_releases_) {
     if (ids.empty()) continue;
@@ -378,11 +374,11 @@ void RouterCore::ReleaseAndReap() {
     if (it != drafters_.end() && it->second != nullptr) (void)it->second->Release(ids);
     ids.clear();
   }
-  int32_t freed_blocks = 0, removed = 0;
+  int32_t removed = 0;
   std::vector<RequestId> gone;
   for (auto& r : running_) {
     if (!r->finished) continue;
-    freed_blocks += r->blocks;
+    if (r->replica >= 0) replicas_.Unreserve(r->replica, r->blocks);
     ++removed;
     gone.push_back(r->id);
   }
@@ -391,7 +387,7 @@ void RouterCore::ReleaseAndReap() {
                                 [](const std::unique_ptr<Active>& r) { return r->finished; }),
                  running_.end());
   MutexLock lock(&mu_);
-  reserved_blocks_ -= freed_blocks;
+  reserved_blocks_ = replicas_.ReservedBlocks();
   running_count_ -= removed;
   for (RequestId id : gone) live_.erase(id);
 }
@@ -436,7 +432,7 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   snapshot_.steps = steps_;
   snapshot_.completed = completed_;
   snapshot_.reserved_blocks = reserved_blocks_;
-  snapshot_.total_blocks = total_blocks_;
+  snapshot_.total_blocks = replicas_.UpTotalBlocks();
   if (!refresh) return;
   snapshot_.policy_state = std::move(state);
   snapshot_.mean_accept_length = tracker_.MeanAcceptLength();

@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <set>
@@ -58,6 +59,7 @@
 #include "router/policy.h"
 #include "router/pool_selector.h"
 #include "router/request_types.h"
+#include "router/verifier_replicas.h"
 #include "router/worker_clients.h"
 
 namespace splitspec::router {
@@ -121,6 +123,16 @@ struct RouterOptions {
   // Called on the loop thread as each request leaves the queue for prefill, with the time it
   // waited since Submit and its prompt length (queue-time metrics).
   std::function<void(RequestId id, double queue_seconds, int32_t prompt_tokens)> admission_observer;
+  // Verifier replicas and failover (router_failover.cc). A request whose replica fails is
+  // re-prefilled with its whole committed history on another; with no replica up it waits
+  // this long (from losing its replica) before failing with UNAVAILABLE.
+  double failover_wait_seconds = 10;
+  double probe_interval_seconds = 0.25;  // how often a down replica is probed again
+  // Worker call deadlines: deadline_factor x the latency model's prediction for the call
+  // (plus the RPC overhead), at least deadline_floor_seconds, at most deadline_ceiling_seconds.
+  double deadline_factor = 8;
+  double deadline_floor_seconds = 0.5;
+  double deadline_ceiling_seconds = 60;
   // Request ids are (instance_id << 40) | sequence number, so ids of different router
   // processes (several routers on one worker, a restarted router meeting its predecessor's
   // orphaned sessions) never collide on a worker. 0: drawn at random (24 bits).
@@ -132,16 +144,23 @@ struct RouterOptions {
 
 class RouterCore {
  public:
-  // Workers, pools and the clock are not owned and must outlive the core.
-  RouterCore(RouterOptions options, VerifierClient* verifier, DrafterPools drafters,
+  // Workers, pools and the clock are not owned and must outlive the core. `verifiers`: one
+  // or more replicas of the same target model (non-empty).
+  RouterCore(RouterOptions options, std::vector<VerifierClient*> verifiers, DrafterPools drafters,
              std::unique_ptr<SpeculationPolicy> policy, LatencyModel latency,
              const Clock* clock);
+  RouterCore(RouterOptions options, VerifierClient* verifier, DrafterPools drafters,
+             std::unique_ptr<SpeculationPolicy> policy, LatencyModel latency,
+             const Clock* clock)
+      : RouterCore(std::move(options), std::vector<VerifierClient*>{verifier}, std::move(drafters),
+                   std::move(policy), std::move(latency), clock) {}
   ~RouterCore();
   RouterCore(const RouterCore&) = delete;
   RouterCore& operator=(const RouterCore&) = delete;
 
   // Reads the workers' Info (KV blocks, block size, vocab, max draft tokens). Must succeed
-  // before Submit accepts anything; an unreachable drafter only disables that pool's cap.
+  // for at least one verifier replica before Submit accepts anything (the others are probed
+  // from the loop until they answer); an unreachable drafter only disables that pool's cap.
   absl::Status Init();
 
   // Queues a request. INVALID_ARGUMENT for a bad request (empty prompt, token out of vocab,
@@ -177,10 +196,34 @@ class RouterCore {
     EventSink sink;
     int32_t blocks = 0;
     double submitted_at = 0;  // clock time of Submit
+    int replica = -1;         // the verifier replica admission reserved its blocks on
+  };
+  // The verify call of one replica in a decode step.
+  struct ReplicaCall {
+    int replica = -1;
+    std::vector<size_t> members;  // indices into StepPlan::batch
+    absl::StatusOr<spec::VerifyResponse> response = absl::UnknownError("not called");
+    double wall_seconds = 0;
+    double context_tokens = 0;  // for the latency model: context read and tokens fed
+    double fed_tokens = 0;
   };
 
   int32_t BlocksFor(const GenerateRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PrefillAdmitted(std::vector<Waiting> admitted, StepStats* stats);
+  // New requests, ready for their first prefill on the replica admission chose.
+  std::vector<Active*> StartAdmitted(std::vector<Waiting> admitted);
+  // Failover (router_failover.cc).
+  void ProbeReplicas();
+  // Gives requests that lost their replica a new one (appended to `to_prefill`), or fails
+  // those that waited failover_wait_seconds.
+  void PlaceDisplaced(std::vector<Active*>* to_prefill);
+  // Prefills (or re-prefills, with the whole history) `requests` on their replicas, one call
+  // per replica, replicas in parallel.
+  void PrefillOnReplicas(const std::vector<Active*>& requests, StepStats* stats);
+  // A replica's call failed: it is marked down and `requests` (its in that call) are moved off
+  // it, to be re-prefilled elsewhere.
+  void ReplicaFailed(int replica, const absl::Status& status, const std::vector<Active*>& requests);
+  void Displace(Active& r);
+  absl::Duration CallTimeout(double predicted_seconds, double scale) const;
   bool DecodeStep(StepStats* stats);  // false when no request was ready to decode
   // DecodeStep's named steps, in order (router_step.cc).
   void ReconsiderPools(const std::vector<Active*>& ready, int32_t max_k);
@@ -188,9 +231,9 @@ class RouterCore {
   void PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats* stats);
   void Draft(StepPlan* plan);
   void DraftForPool(const std::string& pool, const std::vector<size_t>& members, StepPlan* plan);
-  absl::StatusOr<spec::VerifyResponse> VerifyPlan(StepPlan* plan);
-  StepOutcome ApplyResults(const StepPlan& plan, const spec::VerifyResponse& resp, StepStats* stats);
-  void ObserveStep(const StepPlan& plan, const spec::VerifyResponse& resp, StepOutcome outcome,
+  std::vector<ReplicaCall> VerifyOnReplicas(StepPlan* plan);
+  StepOutcome ApplyResults(const StepPlan& plan, std::vector<ReplicaCall>& calls, StepStats* stats);
+  void ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall>& calls, StepOutcome outcome,
                    StepStats* stats);
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends tokens one by one, stopping at the first stop condition.
@@ -201,7 +244,7 @@ class RouterCore {
   void UpdateSnapshot(const StepStats* stats);
 
   const RouterOptions options_;
-  VerifierClient* const verifier_;
+  VerifierReplicas replicas_;  // loop thread only (admission runs on it, under mu_)
   const DrafterPools drafters_;
   std::vector<std::string> pool_names_;
   std::unique_ptr<SpeculationPolicy> policy_;
@@ -219,11 +262,14 @@ class RouterCore {
   RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool initialized_ ABSL_GUARDED_BY(mu_) = false;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
+  // The last step could do nothing but wait for a verifier replica: WaitForWork then waits
+  // (for a probe) instead of returning at once.
+  bool stalled_ ABSL_GUARDED_BY(mu_) = false;
   int32_t running_count_ ABSL_GUARDED_BY(mu_) = 0;
-  int32_t total_blocks_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t total_blocks_ ABSL_GUARDED_BY(mu_) = 0;  // the largest replica's KV
   int32_t block_size_ ABSL_GUARDED_BY(mu_) = 16;
   int32_t vocab_size_ ABSL_GUARDED_BY(mu_) = 0;
-  int32_t reserved_blocks_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t reserved_blocks_ ABSL_GUARDED_BY(mu_) = 0;  // over all replicas (snapshots)
   int32_t max_k_ ABSL_GUARDED_BY(mu_) = 0;
   ServerInfo snapshot_ ABSL_GUARDED_BY(mu_);
   std::deque<double> overheads_ ABSL_GUARDED_BY(mu_);
@@ -236,7 +282,10 @@ class RouterCore {
   int64_t steps_ = 0;
   int64_t completed_ = 0;
   std::map<int32_t, int64_t> k_histogram_;
-  std::vector<RequestId> verifier_releases_;
+  std::map<int, std::vector<RequestId>> verifier_releases_;  // by replica
+  // Probes of down replicas in flight (router_failover.cc), by replica. Declared last: the
+  // destructor waits for them before the rest goes.
+  std::map<int, std::future<absl::StatusOr<spec::WorkerInfo>>> probes_;
   std::map<std::string, std::vector<RequestId>> drafter_releases_;
 };
 

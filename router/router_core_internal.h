@@ -18,7 +18,10 @@ struct RouterCore::Active {
   int32_t blocks = 0;                 // KV blocks reserved on the verifier
   std::vector<int32_t> history;       // prompt + generated; the last one is "pending"
   int32_t prompt_len = 0;
-  bool prefilled = false;             // has (or may have) a verifier session
+  int replica = -1;                   // verifier replica of its session (-1: none, displaced)
+  bool prefilled = false;             // has (or may have) a verifier session on `replica`
+  bool started = false;               // its first token was produced (a prefill succeeded)
+  double displaced_since = -1;        // clock time it lost its replica (-1: it has one)
   bool speculative = false;           // false: never drafted (prefill disabling / no pools)
   bool finished = false;
   std::string pool;                   // drafter pool in use
@@ -42,10 +45,9 @@ struct RouterCore::StepPlan {
   std::vector<int32_t> k;
   std::vector<spec::DraftProposal> drafts;
   double draft_compute = 0;  // drafters' reported compute, summed over pools
+  double verify_compute = 0;  // the slowest replica's reported compute
   double rpc_excess = 0;     // RPC wall time beyond reported compute
   int32_t rpcs = 0;
-  double context_tokens = 0;  // for the latency model: context read and tokens fed
-  double fed_tokens = 0;
 };
 
 }  // namespace splitspec::router

@@ -1,13 +1,16 @@
 // RouterCore::DecodeStep and its named steps:
 //   ReconsiderPools -> PlanStep (policy, who runs, k) -> Draft (one Propose per pool)
-//   -> Verify (one batched call) -> ApplyResults (tokens, stop conditions, per-item errors)
-//   -> ObserveStep (estimators, latency model, policy, metrics).
+//   -> VerifyOnReplicas (one batched call per verifier replica, replicas in parallel)
+//   -> ApplyResults (tokens, stop conditions, per-item errors; a failed replica's requests
+//      move to another, router_failover.cc) -> ObserveStep (estimators, latency model,
+//      policy, metrics).
 #include <algorithm>
 #include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "router/goodput.h"
+#include "router/parallel_calls.h"
 #include "router/router_core.h"
 #include "router/router_core_internal.h"
 
@@ -68,23 +71,9 @@ bool RouterCore::DecodeStep(StepStats* stats) {
   stats->draft_seconds = plan.draft_compute;
   stats->batch_size = static_cast<int32_t>(plan.batch.size());
   stats->k = plan.k;
-  absl::StatusOr<spec::VerifyResponse> verified = VerifyPlan(&plan);
-  if (!verified.ok()) {
-    // Requests with no verifier state we trust cannot continue; fail them loudly instead of
-    // guessing.
-    const absl::Status failure = absl::UnavailableError(
-        absl::StrCat("verifier failed: ", verified.status().ToString()));
-    for (Active* r : plan.batch) {
-      StreamEvent e;
-      Finish(*r, FinishReason::kError, failure, &e);
-      Emit(*r, e);
-    }
-    stats->wall_seconds = clock_->NowSeconds() - plan.started_at;
-    ++steps_;
-    return true;
-  }
-  StepOutcome outcome = ApplyResults(plan, *verified, stats);
-  ObserveStep(plan, *verified, std::move(outcome), stats);
+  std::vector<ReplicaCall> calls = VerifyOnReplicas(&plan);
+  StepOutcome outcome = ApplyResults(plan, calls, stats);
+  ObserveStep(plan, calls, std::move(outcome), stats);
   return true;
 }
 
@@ -203,8 +192,15 @@ void RouterCore::DraftForPool(const std::string& pool, const std::vector<size_t>
     ctx.push_back(static_cast<int32_t>(r->history.size()));
     kk.push_back(plan->k[i]);
   }
+  DrafterClient* drafter = drafters_.at(pool);
+  // Catch-up tokens (a whole history after a resend) are bounded by the target's cost for
+  // them: generous, as a deadline should be.
+  drafter->SetCallTimeout(CallTimeout(latency_.DraftSeconds(pool, ctx, kk) +
+                                          latency_.TargetSeconds(0, catch_up_tokens) +
+                                          latency_.RpcSeconds(),
+                                      1.0));
   const double ts = clock_->NowSeconds();
-  absl::StatusOr<spec::ProposeResponse> resp = drafters_.at(pool)->Propose(items);
+  absl::StatusOr<spec::ProposeResponse> resp = drafter->Propose(items);
   const double wall = clock_->NowSeconds() - ts;
   ++plan->rpcs;
   if (!resp.ok()) {
@@ -237,81 +233,123 @@ void RouterCore::DraftForPool(const std::string& pool, const std::vector<size_t>
   }
 }
 
-absl::StatusOr<spec::VerifyResponse> RouterCore::VerifyPlan(StepPlan* plan) {
-  const size_t n = plan->batch.size();
-  std::vector<spec::VerifyItem> items(n);
-  for (size_t i = 0; i < n; ++i) {
-    items[i].id = plan->batch[i]->id;
-    items[i].draft = plan->drafts[i];
-    plan->context_tokens += static_cast<double>(plan->batch[i]->history.size());
-    plan->fed_tokens += 1.0 + static_cast<double>(plan->drafts[i].tokens.size());
+std::vector<RouterCore::ReplicaCall> RouterCore::VerifyOnReplicas(StepPlan* plan) {
+  std::map<int, ReplicaCall> by_replica;
+  for (size_t i = 0; i < plan->batch.size(); ++i) {
+    ReplicaCall& call = by_replica[plan->batch[i]->replica];
+    call.replica = plan->batch[i]->replica;
+    call.members.push_back(i);
   }
-  const double tv = clock_->NowSeconds();
-  absl::StatusOr<spec::VerifyResponse> resp = verifier_->Verify(items);
-  const double wall = clock_->NowSeconds() - tv;
-  ++plan->rpcs;
-  if (resp.ok()) plan->rpc_excess += std::max(0.0, wall - resp->compute_seconds);
-  return resp;
+  std::vector<ReplicaCall> calls;
+  std::vector<std::vector<spec::VerifyItem>> items;
+  for (auto& [replica, call] : by_replica) {
+    std::vector<spec::VerifyItem> batch;
+    for (size_t i : call.members) {
+      spec::VerifyItem item;
+      item.id = plan->batch[i]->id;
+      item.draft = plan->drafts[i];
+      call.context_tokens += static_cast<double>(plan->batch[i]->history.size());
+      call.fed_tokens += 1.0 + static_cast<double>(plan->drafts[i].tokens.size());
+      batch.push_back(std::move(item));
+    }
+    VerifierReplica& v = replicas_.at(replica);
+    v.client->SetCallTimeout(CallTimeout(
+        latency_.TargetSeconds(call.context_tokens, call.fed_tokens) + latency_.RpcSeconds(),
+        v.timeout_scale));
+    items.push_back(std::move(batch));
+    calls.push_back(std::move(call));
+  }
+  RunInParallel(calls.size(), [this, &calls, &items](size_t c) {
+    const double start = clock_->NowSeconds();
+    calls[c].response = replicas_.at(calls[c].replica).client->Verify(items[c]);
+    calls[c].wall_seconds = clock_->NowSeconds() - start;
+  });
+  for (const ReplicaCall& call : calls) {
+    ++plan->rpcs;
+    if (!call.response.ok()) continue;
+    plan->verify_compute = std::max(plan->verify_compute, call.response->compute_seconds);
+    plan->rpc_excess += std::max(0.0, call.wall_seconds - call.response->compute_seconds);
+  }
+  return calls;
 }
 
-StepOutcome RouterCore::ApplyResults(const StepPlan& plan, const spec::VerifyResponse& resp,
+StepOutcome RouterCore::ApplyResults(const StepPlan& plan, std::vector<ReplicaCall>& calls,
                                      StepStats* stats) {
-  std::map<RequestId, const spec::VerifyResult*> results;
-  for (const spec::VerifyResult& v : resp.results) results[v.id] = &v;
   StepOutcome outcome;
-  for (size_t i = 0; i < plan.batch.size(); ++i) {
-    Active* r = plan.batch[i];
-    const spec::DraftProposal& d = plan.drafts[i];
-    StreamEvent e;
-    auto it = results.find(r->id);
-    const spec::VerifyResult* v = it == results.end() ? nullptr : it->second;
-    if (v != nullptr && absl::IsOutOfRange(v->status)) {
-      // The context is full (the router keeps k within it, so only a verifier with a smaller
-      // context than it reported gets here): the request ends as if it reached max_tokens.
-      Finish(*r, FinishReason::kLength, absl::OkStatus(), &e);
-      Emit(*r, e);
+  for (ReplicaCall& call : calls) {
+    if (!call.response.ok()) {
+      // The replica failed, not the requests: they move to another replica, invisibly to
+      // their clients (router_failover.cc).
+      std::vector<Active*> members;
+      for (size_t i : call.members) members.push_back(plan.batch[i]);
+      ReplicaFailed(call.replica, call.response.status(), members);
       continue;
     }
-    if (v != nullptr && !v->status.ok()) {
-      Finish(*r, FinishReason::kError, v->status, &e);
-      Emit(*r, e);
-      continue;
+    if (call.response->total_blocks > 0) {
+      replicas_.at(call.replica).total_blocks = call.response->total_blocks;
+      MutexLock lock(&mu_);
+      total_blocks_ = replicas_.MaxTotalBlocks();
     }
-    if (v == nullptr || !ValidVerifyResult(*v, d, plan.vocab)) {
-      Finish(*r, FinishReason::kError,
-             absl::InternalError("verifier returned no valid result for the request"), &e);
+    std::map<RequestId, const spec::VerifyResult*> results;
+    for (const spec::VerifyResult& v : call.response->results) results[v.id] = &v;
+    for (size_t i : call.members) {
+      Active* r = plan.batch[i];
+      const spec::DraftProposal& d = plan.drafts[i];
+      StreamEvent e;
+      auto it = results.find(r->id);
+      const spec::VerifyResult* v = it == results.end() ? nullptr : it->second;
+      if (v != nullptr && absl::IsOutOfRange(v->status)) {
+        // The context is full (the router keeps k within it, so only a verifier with a
+        // smaller context than it reported gets here): the request ends as at max_tokens.
+        Finish(*r, FinishReason::kLength, absl::OkStatus(), &e);
+        Emit(*r, e);
+        continue;
+      }
+      if (v != nullptr && !v->status.ok()) {
+        Finish(*r, FinishReason::kError, v->status, &e);
+        Emit(*r, e);
+        continue;
+      }
+      if (v == nullptr || !ValidVerifyResult(*v, d, plan.vocab)) {
+        Finish(*r, FinishReason::kError,
+               absl::InternalError("verifier returned no valid result for the request"), &e);
+        Emit(*r, e);
+        continue;
+      }
+      const int32_t drafted = static_cast<int32_t>(d.tokens.size());
+      ++r->usage.steps;
+      r->usage.drafted_tokens += drafted;
+      r->usage.accepted_tokens += v->accept_length;
+      stats->drafted_tokens += drafted;
+      stats->accepted_tokens += v->accept_length;
+      RequestOutcome o;
+      o.id = r->id;
+      o.pool = r->pool;
+      o.proposed = drafted;
+      o.accepted = v->accept_length;
+      o.emitted = v->tokens;
+      const int32_t before = r->usage.completion_tokens;
+      AppendTokens(*r, v->tokens, &e);
+      stats->emitted_tokens += r->usage.completion_tokens - before;
       Emit(*r, e);
-      continue;
+      outcome.requests.push_back(std::move(o));
     }
-    const int32_t drafted = static_cast<int32_t>(d.tokens.size());
-    ++r->usage.steps;
-    r->usage.drafted_tokens += drafted;
-    r->usage.accepted_tokens += v->accept_length;
-    stats->drafted_tokens += drafted;
-    stats->accepted_tokens += v->accept_length;
-    RequestOutcome o;
-    o.id = r->id;
-    o.pool = r->pool;
-    o.proposed = drafted;
-    o.accepted = v->accept_length;
-    o.emitted = v->tokens;
-    const int32_t before = r->usage.completion_tokens;
-    AppendTokens(*r, v->tokens, &e);
-    stats->emitted_tokens += r->usage.completion_tokens - before;
-    Emit(*r, e);
-    outcome.requests.push_back(std::move(o));
   }
   return outcome;
 }
 
-void RouterCore::ObserveStep(const StepPlan& plan, const spec::VerifyResponse& resp,
+void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall>& calls,
                              StepOutcome outcome, StepStats* stats) {
-  stats->verify_seconds = resp.compute_seconds;
-  latency_.ObserveTarget(plan.context_tokens, plan.fed_tokens, resp.compute_seconds);
-  if (resp.total_blocks > 0) {
-    MutexLock lock(&mu_);
-    total_blocks_ = resp.total_blocks;
+  ++steps_;
+  bool any_verified = false;
+  for (const ReplicaCall& call : calls) {
+    if (!call.response.ok()) continue;
+    any_verified = true;
+    latency_.ObserveTarget(call.context_tokens, call.fed_tokens, call.response->compute_seconds);
   }
+  stats->verify_seconds = plan.verify_compute;
+  stats->wall_seconds = clock_->NowSeconds() - plan.started_at;
+  if (!any_verified) return;  // nothing was learnt: every replica of the step failed
   std::vector<AcceptanceTracker::Observation> observations;
   for (const RequestOutcome& o : outcome.requests) {
     if (o.proposed > 0) observations.push_back({o.id, o.pool, {o.proposed, o.accepted}});
@@ -319,17 +357,15 @@ void RouterCore::ObserveStep(const StepPlan& plan, const spec::VerifyResponse& r
   if (plan.rpcs > 0) latency_.ObserveRpcOverhead(plan.rpc_excess / plan.rpcs);
   tracker_.ObserveStep(observations);
   outcome.draft_seconds = plan.draft_compute;
-  outcome.verify_seconds = resp.compute_seconds;
+  outcome.verify_seconds = plan.verify_compute;
   for (int32_t x : plan.k) outcome.max_draft_depth = std::max(outcome.max_draft_depth, x);
   for (size_t i = 0; i < plan.batch.size(); ++i) {
     if (plan.batch[i]->speculative) ++k_histogram_[plan.k[i]];
   }
-  stats->wall_seconds = clock_->NowSeconds() - plan.started_at;
   outcome.wall_seconds = stats->wall_seconds;
   stats->overhead_seconds =
       stats->wall_seconds - std::max(stats->draft_seconds, stats->verify_seconds);
   policy_->Observe(outcome);
-  ++steps_;
   if (options_.step_observer) {
     stats->rpc_overhead_seconds = plan.rpc_excess;
     stats->requests = std::move(outcome.requests);

@@ -2,9 +2,10 @@
 // common/spec/worker_api.h. The gRPC adapter implements them over stubs, the simulator with
 // latency models on a virtual clock, tests with in-process fakes.
 //
-// Thread-safety contract: RouterCore calls every method from its single step-loop thread
-// (RouterCore::RunStep and RouterCore::Init), never concurrently, so implementations need
-// not be thread-safe unless something else also uses them.
+// Thread-safety contract: RouterCore never calls one client concurrently: from its step-loop
+// thread, and with several verifier replicas from one helper thread per replica during a step
+// (each replica's client on at most one thread at a time). Implementations need not be
+// thread-safe unless something else also uses them.
 #ifndef SPLITSPEC_ROUTER_WORKER_CLIENTS_H_
 #define SPLITSPEC_ROUTER_WORKER_CLIENTS_H_
 
@@ -14,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/spec/worker_api.h"
 
 namespace splitspec::router {
@@ -22,26 +24,36 @@ class DrafterClient {
  public:
   virtual ~DrafterClient() = default;
   // One result per item (matched by id); an item may get an empty draft (e.g. no n-gram
-  // match). Any error means "no drafts this step" for all items: the router then runs them
+  // match) or its own non-OK status (no draft for it; its whole history is resent next time).
+  // A call-level error means "no drafts this step" for all items: the router then runs them
   // with k = 0 and resends their whole history next time (known_length = 0).
   virtual absl::StatusOr<spec::ProposeResponse> Propose(
       const std::vector<spec::ProposeItem>& items) = 0;
   // Drops the sessions; unknown ids are not an error.
   virtual absl::Status Release(const std::vector<spec::RequestId>& ids) = 0;
   virtual absl::StatusOr<spec::WorkerInfo> Info() = 0;
+  // Bounds the following calls (the router derives it from the latency model's prediction);
+  // clients without deadlines ignore it.
+  virtual void SetCallTimeout(absl::Duration timeout) { (void)timeout; }
 };
 
 class VerifierClient {
  public:
   virtual ~VerifierClient() = default;
-  // Creates one session per item and returns each request's first generated token.
+  // Creates one session per item and returns each request's first generated token (or the
+  // item's own error status). A call-level error: the replica failed (the router fails over).
   virtual absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(
       const std::vector<spec::PrefillItem>& items) = 0;
-  // One batched verification of every item (empty draft = plain decode).
+  // One batched verification of every item (empty draft = plain decode); per-item statuses
+  // as for Prefill.
   virtual absl::StatusOr<spec::VerifyResponse> Verify(
       const std::vector<spec::VerifyItem>& items) = 0;
   virtual absl::Status Release(const std::vector<spec::RequestId>& ids) = 0;
   virtual absl::StatusOr<spec::WorkerInfo> Info() = 0;
+  // OK while the worker serves; a draining or unreachable one answers UNAVAILABLE. The gRPC
+  // adapter asks grpc.health.v1; the default asks Info.
+  virtual absl::Status Health() { return Info().status(); }
+  virtual void SetCallTimeout(absl::Duration timeout) { (void)timeout; }
 };
 
 // Named drafter pools (`--drafter name=ADDR`, repeated). Not owned: they must outlive the

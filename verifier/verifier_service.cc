@@ -39,6 +39,10 @@ grpc::Status VerifierService::Reply(const absl::Status& status) {
   return rpc::ToGrpcStatus(status);
 }
 
+void VerifierService::CountItemError(const absl::Status& status) {
+  if (metrics_ != nullptr && !status.ok()) metrics_->RecordRpcError(status.code());
+}
+
 grpc::Status VerifierService::Prefill(grpc::ServerContext*, const v1::PrefillRequest* request,
                                       v1::PrefillResponse* response) {
   const std::vector<spec::PrefillItem> items = rpc::FromProto(*request);
@@ -46,6 +50,7 @@ grpc::Status VerifierService::Prefill(grpc::ServerContext*, const v1::PrefillReq
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<spec::PrefillResult>> results = core_->Prefill(items);
   if (!results.ok()) return Reply(results.status());
+  for (const spec::PrefillResult& result : *results) CountItemError(result.status);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   rpc::ToProto(*results, response);
   response->set_compute_seconds(seconds);
@@ -68,6 +73,7 @@ grpc::Status VerifierService::Verify(grpc::ServerContext*, const v1::VerifyReque
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<spec::VerifyResponse> result = core_->Verify(items);
   if (!result.ok()) return Reply(result.status());
+  for (const spec::VerifyResult& item : result->results) CountItemError(item.status);
   if (metrics_ != nullptr) {
     // Each item feeds its pending token plus its draft nodes.
     int64_t tokens = 0;

@@ -38,6 +38,8 @@ class VerifierService final : public v1::Verifier::Service {
   void UpdateGauges();
   // Counts a non-OK status by code and converts it.
   grpc::Status Reply(const absl::Status& status);
+  // Counts one item's non-OK status with the call errors (same metric, by code).
+  void CountItemError(const absl::Status& status);
 
   std::mutex mu_;
   VerifierCore* core_;                // not owned

@@ -29,14 +29,16 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
 }
 
 VerifierClient::VerifierClient(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout)
-    : channel_(std::move(channel)), stub_(v1::Verifier::NewStub(channel_)), timeout_(timeout) {}
+    : channel_(std::move(channel)),
+      stub_(v1::Verifier::NewStub(channel_)),
+      timeout_us_(absl::ToInt64Microseconds(timeout)) {}
 
 absl::StatusOr<std::vector<spec::PrefillResult>> VerifierClient::Prefill(const std::vector<spec::PrefillItem>& items) {
   v1::PrefillRequest request;
   ToProto(items, &request);
   v1::PrefillResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, timeout_);
+  SetDeadline(&context, timeout());
   const grpc::Status status = stub_->Prefill(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return FromProto(response);
@@ -47,7 +49,7 @@ absl::StatusOr<spec::VerifyResponse> VerifierClient::Verify(const std::vector<sp
   ToProto(items, &request);
   v1::VerifyResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, timeout_);
+  SetDeadline(&context, timeout());
   const grpc::Status status = stub_->Verify(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return FromProto(response);
@@ -58,14 +60,14 @@ absl::Status VerifierClient::Release(const std::vector<spec::RequestId>& ids) {
   request.mutable_request_ids()->Add(ids.begin(), ids.end());
   v1::ReleaseResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, timeout_);
+  SetDeadline(&context, timeout());
   return FromGrpcStatus(stub_->Release(&context, request, &response));
 }
 
 absl::StatusOr<spec::WorkerInfo> VerifierClient::GetInfo() {
   v1::WorkerInfo response;
   grpc::ClientContext context;
-  SetDeadline(&context, timeout_);
+  SetDeadline(&context, timeout());
   const grpc::Status status = stub_->GetInfo(&context, v1::GetInfoRequest(), &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return FromProto(response);
@@ -74,21 +76,25 @@ absl::StatusOr<spec::WorkerInfo> VerifierClient::GetInfo() {
 absl::StatusOr<std::string> VerifierClient::GetModelDir() {
   v1::WorkerInfo response;
   grpc::ClientContext context;
-  SetDeadline(&context, timeout_);
+  SetDeadline(&context, timeout());
   const grpc::Status status = stub_->GetInfo(&context, v1::GetInfoRequest(), &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response.model_dir();
 }
 
+absl::Status VerifierClient::Health() { return CheckHealth(channel_, "splitspec.v1.Verifier", timeout()); }
+
 DrafterClient::DrafterClient(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout)
-    : channel_(std::move(channel)), stub_(v1::Drafter::NewStub(channel_)), timeout_(timeout) {}
+    : channel_(std::move(channel)),
+      stub_(v1::Drafter::NewStub(channel_)),
+      timeout_us_(absl::ToInt64Microseconds(timeout)) {}
 
 absl::StatusOr<spec::ProposeResponse> DrafterClient::Propose(const std::vector<spec::ProposeItem>& items) {
   v1::ProposeRequest request;
   ToProto(items, &request);
   v1::ProposeResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, timeout_);
+  SetDeadline(&context, timeout());
   const grpc::Status status = stub_->Propose(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return FromProto(response);
@@ -99,14 +105,14 @@ absl::Status DrafterClient::Release(const std::vector<spec::RequestId>& ids) {
   request.mutable_request_ids()->Add(ids.begin(), ids.end());
   v1::ReleaseResponse response;
   grpc::ClientContext context;
-  SetDeadline(&context, timeout_);
+  SetDeadline(&context, timeout());
   return FromGrpcStatus(stub_->Release(&context, request, &response));
 }
 
 absl::StatusOr<spec::WorkerInfo> DrafterClient::GetInfo() {
   v1::WorkerInfo response;
   grpc::ClientContext context;
-  SetDeadline(&context, timeout_);
+  SetDeadline(&context, timeout());
   const grpc::Status status = stub_->GetInfo(&context, v1::GetInfoRequest(), &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return FromProto(response);

@@ -7,6 +7,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,11 +35,16 @@ class VerifierClient {
   absl::StatusOr<spec::WorkerInfo> GetInfo();
   // The model directory the verifier loaded (for the router's tokenizer).
   absl::StatusOr<std::string> GetModelDir();
+  // grpc.health.v1 of the Verifier service: UNAVAILABLE when draining or unreachable.
+  absl::Status Health();
+  // Bounds the calls made after it (safe to call while another thread makes calls).
+  void set_timeout(absl::Duration timeout) { timeout_us_.store(absl::ToInt64Microseconds(timeout)); }
 
  private:
+  absl::Duration timeout() const { return absl::Microseconds(timeout_us_.load()); }
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Verifier::Stub> stub_;
-  absl::Duration timeout_;
+  std::atomic<int64_t> timeout_us_;
 };
 
 class DrafterClient {
@@ -47,11 +54,13 @@ class DrafterClient {
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items);
   absl::Status Release(const std::vector<spec::RequestId>& ids);
   absl::StatusOr<spec::WorkerInfo> GetInfo();
+  void set_timeout(absl::Duration timeout) { timeout_us_.store(absl::ToInt64Microseconds(timeout)); }
 
  private:
+  absl::Duration timeout() const { return absl::Microseconds(timeout_us_.load()); }
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Drafter::Stub> stub_;
-  absl::Duration timeout_;
+  std::atomic<int64_t> timeout_us_;
 };
 
 // grpc.health.v1 Check of `service` ("" = the whole server): OK when SERVING, UNAVAILABLE

@@ -26,6 +26,7 @@ class GrpcDrafter : public DrafterClient {
   }
   absl::Status Release(const std::vector<spec::RequestId>& ids) override { return client_.Release(ids); }
   absl::StatusOr<spec::WorkerInfo> Info() override { return client_.GetInfo(); }
+  void SetCallTimeout(absl::Duration timeout) override { client_.set_timeout(timeout); }
   const std::string& address() const { return address_; }
 
  private:
@@ -46,6 +47,8 @@ class GrpcVerifier : public VerifierClient {
   }
   absl::Status Release(const std::vector<spec::RequestId>& ids) override { return client_.Release(ids); }
   absl::StatusOr<spec::WorkerInfo> Info() override { return client_.GetInfo(); }
+  absl::Status Health() override { return client_.Health(); }
+  void SetCallTimeout(absl::Duration timeout) override { client_.set_timeout(timeout); }
   absl::StatusOr<std::string> ModelDir() { return client_.GetModelDir(); }
   const std::string& address() const { return address_; }
 

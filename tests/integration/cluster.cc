@@ -66,9 +66,11 @@ std::string Process::ReadLine() {
   return line;
 }
 
-int Process::Stop() {
+int Process::Stop() { return Kill(SIGTERM); }
+
+int Process::Kill(int signal) {
   if (pid_ < 0) return -1;
-  kill(pid_, SIGTERM);
+  kill(pid_, signal);
   int status = 0;
   waitpid(pid_, &status, 0);
   pid_ = -1;

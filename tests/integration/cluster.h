@@ -26,6 +26,9 @@ class Process {
   std::string ReadLine();
   // SIGTERM and wait; returns the exit status as waitpid reports it (-1 if already stopped).
   int Stop();
+  // Sends `signal` (SIGKILL for a crash) and waits for the exit; the status as Stop's.
+  int Kill(int signal);
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;

@@ -221,19 +221,22 @@ TEST(MetricsIntegrationTest, WorkerRpcErrorsAreCountedByCode) {
     return Sum(Scrape(address), "splitspec_worker_rpc_errors_total", {{"code", code}});
   };
 
-  // Verify for a session the verifier never saw.
+  // Verify for a session the verifier never saw: the item's own status, counted by code like
+  // a failed call.
   auto verifier = v1::Verifier::NewStub(rpc::MakeChannel(cluster.verifier()));
   v1::VerifyRequest verify;
   verify.add_items()->set_request_id(987654321);
   v1::VerifyResponse verify_response;
   grpc::ClientContext verify_context;
-  const grpc::Status verify_status = verifier->Verify(&verify_context, verify, &verify_response);
-  ASSERT_FALSE(verify_status.ok());
-  const std::string verify_code =
-      absl::StatusCodeToString(static_cast<absl::StatusCode>(verify_status.error_code()));
+  ASSERT_TRUE(verifier->Verify(&verify_context, verify, &verify_response).ok());
+  ASSERT_EQ(verify_response.results_size(), 1);
+  const int verify_item_code = verify_response.results(0).status().code();
+  ASSERT_NE(verify_item_code, 0);
+  const std::string verify_code = absl::StatusCodeToString(static_cast<absl::StatusCode>(verify_item_code));
   const double verifier_errors_before = errors(cluster.verifier_metrics(), verify_code);
   grpc::ClientContext verify_context2;
-  ASSERT_EQ(verifier->Verify(&verify_context2, verify, &verify_response).error_code(), verify_status.error_code());
+  ASSERT_TRUE(verifier->Verify(&verify_context2, verify, &verify_response).ok());
+  EXPECT_EQ(verify_response.results(0).status().code(), verify_item_code);
   EXPECT_EQ(errors(cluster.verifier_metrics(), verify_code), verifier_errors_before + 1) << verify_code;
 
   // Propose claiming history the drafter does not hold: FAILED_PRECONDITION by contract.
@@ -248,8 +251,9 @@ TEST(MetricsIntegrationTest, WorkerRpcErrorsAreCountedByCode) {
   const double drafter_errors_before = errors(cluster.ngram_drafter_metrics(), "FAILED_PRECONDITION");
   v1::ProposeResponse propose_response;
   grpc::ClientContext propose_context;
-  EXPECT_EQ(drafter->Propose(&propose_context, propose, &propose_response).error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
+  ASSERT_TRUE(drafter->Propose(&propose_context, propose, &propose_response).ok());
+  ASSERT_EQ(propose_response.results_size(), 1);
+  EXPECT_EQ(propose_response.results(0).status().code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(errors(cluster.ngram_drafter_metrics(), "FAILED_PRECONDITION"), drafter_errors_before + 1);
   EXPECT_EQ(errors(cluster.ngram_drafter_metrics(), "INVALID_ARGUMENT"), 0);
 }

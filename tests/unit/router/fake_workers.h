@@ -45,7 +45,7 @@ class FakeVerifier : public VerifierClient {
   absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(
       const std::vector<spec::PrefillItem>& items) override {
     ++prefill_calls;
-    if (fail_prefill) return absl::UnavailableError("fake prefill failure");
+    if (fail_prefill || down) return absl::UnavailableError("fake prefill failure");
     std::vector<spec::PrefillResult> out;
     for (const auto& item : items) {
       // Per-item refusals, as the real verifier answers them: no session, the batch goes on.
@@ -70,7 +70,7 @@ class FakeVerifier : public VerifierClient {
   absl::StatusOr<spec::VerifyResponse> Verify(const std::vector<spec::VerifyItem>& items) override {
     ++verify_calls;
     batch_sizes.push_back(static_cast<int32_t>(items.size()));
-    if (fail_verify) return absl::UnavailableError("fake verify failure");
+    if (fail_verify || down) return absl::UnavailableError("fake verify failure");
     spec::VerifyResponse resp;
     for (const auto& item : items) {
       auto it = sessions.find(item.id);
@@ -124,6 +124,7 @@ class FakeVerifier : public VerifierClient {
   }
 
   absl::Status Release(const std::vector<spec::RequestId>& ids) override {
+    if (down) return absl::UnavailableError("fake verifier down");
     for (auto id : ids) {
       released.insert(id);
       sessions.erase(id);
@@ -132,6 +133,7 @@ class FakeVerifier : public VerifierClient {
   }
 
   absl::StatusOr<spec::WorkerInfo> Info() override {
+    if (down) return absl::UnavailableError("fake verifier down");
     spec::WorkerInfo info;
     info.model_name = "fake-target";
     info.vocab_size = kFakeVocab;
@@ -155,6 +157,7 @@ class FakeVerifier : public VerifierClient {
   int32_t total_blocks = 4096;
   bool fail_prefill = false;
   bool fail_verify = false;
+  bool down = false;  // every call fails, as with a killed process
   int32_t max_context = 0;  // > 0: reported by Info and enforced per item like the real one
   std::set<spec::RequestId> refuse_prefill_ids;  // answered INVALID_ARGUMENT per item
   std::set<spec::RequestId> refuse_verify_ids;
@@ -172,6 +175,7 @@ class FakeDrafter : public DrafterClient {
 
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items) override {
     ++calls;
+    if (down) return absl::UnavailableError("fake drafter down");
     if (failures_left > 0) {
       --failures_left;
       return absl::UnavailableError("fake drafter down");
@@ -245,6 +249,7 @@ class FakeDrafter : public DrafterClient {
   std::set<spec::RequestId> proposed_ids;
   std::vector<std::string> protocol_errors;
   int failures_left = 0;
+  bool down = false;  // Propose fails, as with a killed process
   std::set<spec::RequestId> refuse_ids;  // answered FAILED_PRECONDITION per item
   int calls = 0;
   int64_t tokens_proposed = 0;

@@ -243,39 +243,70 @@ TEST(RouterCoreTest, DrafterRecoversWithAFullResend) {
   EXPECT_GT(h.out[*id].final_event.usage.drafted_tokens, 0);
 }
 
-TEST(RouterCoreTest, VerifierFailureFailsTheStepsRequestsCleanly) {
-  Harness h("static:2");
+// With its only verifier failing and no wait allowed, the step's requests fail with
+// UNAVAILABLE (never a crash or a hang); once the replica answers its probe again, the router
+// releases their stale sessions there and serves new requests.
+TEST(RouterCoreTest, VerifierFailureWithNoReplicaLeftFailsCleanly) {
+  RouterOptions options;
+  options.failover_wait_seconds = 0;
+  Harness h("static:2", options);
   ASSERT_TRUE(h.core->Init().ok());
   auto a = h.Submit(Prompt(12, 6), 50);
   auto b = h.Submit(Prompt(13, 6), 50);
   ASSERT_TRUE(a.ok() && b.ok());
   h.core->RunStep();
   h.verifier.fail_verify = true;
-  h.core->RunStep();
+  h.RunUntilIdle(10);
   for (RequestId id : {*a, *b}) {
     const Collected& c = h.out[id];
     EXPECT_TRUE(c.finished);
     EXPECT_EQ(c.final_event.finish_reason, FinishReason::kError);
     EXPECT_EQ(c.final_event.status.code(), absl::StatusCode::kUnavailable);
-    EXPECT_TRUE(h.verifier.released.count(id));
   }
-  EXPECT_TRUE(h.core->Idle());
-  // The router keeps serving once the verifier is back.
+  // The router keeps serving once the verifier is back (after a probe interval).
   h.verifier.fail_verify = false;
+  h.clock.Advance(1.0);
   auto c = h.Submit(Prompt(14, 6), 10);
   ASSERT_TRUE(c.ok());
   h.RunUntilIdle();
   EXPECT_EQ(h.out[*c].tokens, ReferenceGeneration(Prompt(14, 6), 10));
+  for (RequestId id : {*a, *b}) EXPECT_TRUE(h.verifier.released.count(id));
+  EXPECT_TRUE(h.verifier.sessions.empty());
 }
 
-TEST(RouterCoreTest, PrefillFailureFailsOnlyThoseRequests) {
-  Harness h("none");
+// A verifier that fails and comes back within the failover wait: its requests are re-prefilled
+// with their whole history and finish with exactly the reference output.
+TEST(RouterCoreTest, VerifierFailureWithinTheWaitIsInvisible) {
+  Harness h("static:2");
+  ASSERT_TRUE(h.core->Init().ok());
+  auto a = h.Submit(Prompt(12, 6), 50);
+  auto b = h.Submit(Prompt(13, 6), 50);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int i = 0; i < 3; ++i) h.core->RunStep();
+  h.verifier.fail_verify = true;
+  h.core->RunStep();
+  h.verifier.fail_verify = false;
+  h.clock.Advance(1.0);
+  h.RunUntilIdle();
+  EXPECT_EQ(h.out[*a].tokens, ReferenceGeneration(Prompt(12, 6), 50));
+  EXPECT_EQ(h.out[*b].tokens, ReferenceGeneration(Prompt(13, 6), 50));
+  EXPECT_EQ(h.out[*a].final_event.finish_reason, FinishReason::kLength);
+  EXPECT_TRUE(h.verifier.protocol_errors.empty()) << h.verifier.protocol_errors[0];
+  EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
+  EXPECT_TRUE(h.verifier.sessions.empty());
+}
+
+TEST(RouterCoreTest, PrefillFailureWithNoReplicaLeftFailsOnlyThoseRequests) {
+  RouterOptions options;
+  options.failover_wait_seconds = 0;
+  Harness h("none", options);
   ASSERT_TRUE(h.core->Init().ok());
   h.verifier.fail_prefill = true;
   auto a = h.Submit(Prompt(15, 6), 5);
   ASSERT_TRUE(a.ok());
-  h.core->RunStep();
+  h.RunUntilIdle(10);
   EXPECT_EQ(h.out[*a].final_event.finish_reason, FinishReason::kError);
+  EXPECT_EQ(h.out[*a].final_event.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(h.core->Idle());
 }
 

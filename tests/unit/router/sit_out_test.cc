@@ -130,11 +130,16 @@ TEST(SitOutTest, ZeroBoundMeansNobodySitsOut) {
   opt.max_sit_out_steps = 0;
   sched.Attach(&opt);
   Rebuild(h, opt, std::make_unique<HeadOnlyPolicy>(1));
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(h.Submit(Prompt(500 + i, 6), 10 + i).ok());
+  std::vector<RequestId> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto id = h.Submit(Prompt(500 + i, 6), 10 + i);
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
   h.RunUntilIdle();
   EXPECT_EQ(sched.sat_out, 0);
   for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(h.out[i + 1].tokens, ReferenceGeneration(Prompt(500 + i, 6), 10 + i));
+    EXPECT_EQ(h.out[ids[i]].tokens, ReferenceGeneration(Prompt(500 + i, 6), 10 + i));
   }
   ExpectCleanWorkers(h);
 }
@@ -146,11 +151,16 @@ TEST(SitOutTest, AStepForwardsSomebodyEvenIfThePolicyAsksForNobody) {
   opt.max_sit_out_steps = 1000;
   sched.Attach(&opt);
   Rebuild(h, opt, std::make_unique<NobodyPolicy>());
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(h.Submit(Prompt(600 + i, 5), 8).ok());
+  std::vector<RequestId> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto id = h.Submit(Prompt(600 + i, 5), 8);
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
   h.RunUntilIdle(/*max_steps=*/200);
   EXPECT_GE(sched.min_batch, 1);
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(h.out[i + 1].tokens, ReferenceGeneration(Prompt(600 + i, 5), 8));
+    EXPECT_EQ(h.out[ids[i]].tokens, ReferenceGeneration(Prompt(600 + i, 5), 8));
   }
   ExpectCleanWorkers(h);
 }

@@ -259,7 +259,9 @@ TEST(DeviceFlagTest, CpuVerifierServesEndToEndAlsoWithTwoRanks) {
     }
     EXPECT_EQ(out, reference) << absl::StrJoin(extra, " ");
     // A bad request is refused and the group keeps serving.
-    EXPECT_EQ(client.Verify({{99, {}}}).status().code(), absl::StatusCode::kInvalidArgument);
+    auto refused = client.Verify({{99, {}}});
+    ASSERT_TRUE(refused.ok()) << refused.status();
+    EXPECT_EQ(refused->results[0].status.code(), absl::StatusCode::kInvalidArgument);
     ASSERT_TRUE(client.Release({1}).ok());
     auto info = client.GetInfo();
     ASSERT_TRUE(info.ok()) << info.status();

@@ -178,11 +178,17 @@ TEST(TpVerifierTest, RefusedRequestsNeverLeaveTheFollowerHungOrOutOfStep) {
     EXPECT_EQ(core.Info().live_sessions, 1);
     ASSERT_TRUE(core.Prefill({{2, prompt17, {}}}).ok());  // the last 2 blocks
     EXPECT_EQ(core.Info().free_blocks, 0);
-    // Refused before the step: nothing reaches the follower.
-    EXPECT_EQ(core.Verify({{1, {}}, {77, {}}}).status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(core.Verify({{1, Chain({1, kVocab})}}).status().code(),
-              absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(core.Prefill({{1, prompt17, {}}}).status().code(), absl::StatusCode::kAlreadyExists);
+    // Items refused before the step (each with its own status): a batch of only refused
+    // items reaches nothing on the follower.
+    auto unknown = core.Verify({{77, {}}});
+    ASSERT_TRUE(unknown.ok()) << unknown.status();
+    EXPECT_EQ(unknown->results[0].status.code(), absl::StatusCode::kInvalidArgument);
+    auto out_of_vocab = core.Verify({{1, Chain({1, kVocab})}});
+    ASSERT_TRUE(out_of_vocab.ok()) << out_of_vocab.status();
+    EXPECT_EQ(out_of_vocab->results[0].status.code(), absl::StatusCode::kInvalidArgument);
+    auto existing = core.Prefill({{1, prompt17, {}}});
+    ASSERT_TRUE(existing.ok()) << existing.status();
+    EXPECT_EQ((*existing)[0].status.code(), absl::StatusCode::kAlreadyExists);
     // Refused during the step: request 1 holds 20 tokens in 32 slots; 15 more nodes need a block.
     auto overflow = core.Verify({{2, {}}, {1, Chain(std::vector<int32_t>(14, 3))}});
     EXPECT_EQ(overflow.status().code(), absl::StatusCode::kResourceExhausted) << overflow.status();
