@@ -236,6 +236,9 @@ TEST(ReliabilityTest, BadRequestsInABatchFailAloneAndTheOthersMatchTheirSoloOutp
   EXPECT_GE(WaitForInfo([&] { return client.GetInfo(); },
                         [](const spec::WorkerInfo& i) { return i.live_sessions == 0; }, 20),
             0);
+  std::printf("[figure] bad input mixed into batches (3 rounds of 7 normal + 3 bad): verifier RSS %.1f MiB, "
+              "router RSS %.1f MiB after\n",
+              RssMiB(verifier->pid()), RssMiB(router->pid()));
 }
 
 // NaN / negative draft probabilities are the item's INVALID_ARGUMENT, and +inf too.
@@ -274,6 +277,8 @@ void RunVerifierFault(int signal, const char* name) {
   auto router = StartRouter(verifier_a->address() + "," + verifier_b->address(), drafter->address());
   LongReferences();  // computed before the clock matters
   rpc::VerifierClient victim(rpc::MakeChannel(verifier_a->address()));
+  const double survivor_rss_before = RssMiB(verifier_b->pid());
+  const double router_rss_before = RssMiB(router->pid());
   Streams streams(router->address(), LongRequests());
   streams.WaitForMessages(kStreams * 4);  // every stream is generating
   auto before = victim.GetInfo();
@@ -298,9 +303,11 @@ void RunVerifierFault(int signal, const char* name) {
   for (const Streams::Result& r : results) after_fault += !r.arrivals.empty() && r.arrivals.back() > fault;
   EXPECT_GT(after_fault, kStreams / 2);
   std::printf("[figure] %s one of two verifiers (%d sessions on it): %d/%d completed, %d failed, outputs "
-              "equal: %s, longest stream stall after the fault %.3f s\n",
+              "equal: %s, longest stream stall after the fault %.3f s; RSS surviving verifier %.1f -> %.1f "
+              "MiB, router %.1f -> %.1f MiB\n",
               name, before->live_sessions, completed, kStreams, kStreams - completed,
-              completed == kStreams ? "yes" : "no", streams.LongestStallAfter(fault));
+              completed == kStreams ? "yes" : "no", streams.LongestStallAfter(fault), survivor_rss_before,
+              RssMiB(verifier_b->pid()), router_rss_before, RssMiB(router->pid()));
   // The surviving replica holds nothing once the streams are done.
   rpc::VerifierClient client(rpc::MakeChannel(verifier_b->address()));
   EXPECT_GE(WaitForInfo([&] { return client.GetInfo(); },
@@ -329,7 +336,9 @@ TEST(ReliabilityTest, KillingOneOfTwoDrafterReplicasLosesNoRequestAndSpeculation
   Streams streams(router->address(), LongRequests());
   streams.WaitForMessages(kStreams * 4);
   rpc::DrafterClient standby(rpc::MakeChannel(drafter_b->address()));
-  ASSERT_TRUE(standby.GetInfo().ok());
+  auto idle = standby.GetInfo();
+  ASSERT_TRUE(idle.ok());
+  EXPECT_EQ(idle->live_sessions, 0) << "the standby drafted before the active replica failed";
   const SteadyTime fault = std::chrono::steady_clock::now();
   drafter_a->Kill(SIGKILL);
   // The standby takes over the pool's sessions while the streams still run.
