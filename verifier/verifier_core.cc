@@ -343,6 +343,16 @@ absl::StatusOr<spec::VerifyResponse> VerifierCore::Verify(const std::vector<spec
       absl::StatusOr<spec::VerifyOutcome> outcome =
           spec::Verify(tree, logits, vocab_size(), session.sampling, *session.rng);
       // Inputs were checked above, so a failure here is internal: the step is undone for all.
+      // So is a token outside the vocabulary: never answered OK.
+      if (outcome.ok()) {
+        for (int32_t token : outcome->tokens) {
+          if (token < 0 || token >= vocab_size()) {
+            outcome = absl::InternalError(absl::StrCat("request ", result.id, ": acceptance produced token ",
+                                                       token, ", outside the vocabulary"));
+            break;
+          }
+        }
+      }
       if (!outcome.ok()) {
         if (absl::Status s = leader_->Abort(); !s.ok()) return s;
         return outcome.status();
