@@ -99,11 +99,13 @@ int RunBenchEngine(const Args& args) {
   const int steps = static_cast<int>(args.GetInt("steps", 16));
   const bool f32 = args.Has("f32-weights");
   const engine::DeviceSpec device = DeviceFlagOrExit(args);
+  const engine::WeightQuantization quantize = QuantizeFlagOrExit(args, device);
   args.CheckAllUsed();
 
   std::unique_ptr<engine::Backend> backend = CreateBackendOrExit(device, threads);
   engine::ModelLoadOptions load_options;
   load_options.weights_to_f32 = f32;
+  load_options.quantize = quantize;
   auto model = engine::LlamaModel::Load(model_dir, *backend, load_options);
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(model.status().message()).c_str());

@@ -37,6 +37,8 @@ int RunGenerate(const Args& args) {
   options.sampling.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
   const int threads = static_cast<int>(args.GetInt("threads", 0));
   const engine::DeviceSpec device = DeviceFlagOrExit(args);
+  engine::ModelLoadOptions load_options;
+  load_options.quantize = QuantizeFlagOrExit(args, device);
   args.CheckAllUsed();
 
   auto tokenizer = engine::Tokenizer::LoadFromFile(model_dir + "/tokenizer.model");
@@ -45,7 +47,7 @@ int RunGenerate(const Args& args) {
     return 1;
   }
   std::unique_ptr<engine::Backend> backend = CreateBackendOrExit(device, threads);
-  auto model = engine::LlamaModel::Load(model_dir, *backend);
+  auto model = engine::LlamaModel::Load(model_dir, *backend, load_options);
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(model.status().message()).c_str());
     return 1;
