@@ -195,6 +195,37 @@ TEST(QuantizedModelTest, Int8LoadEqualsTheF32RoundTripModelBitForBit) {
   }
 }
 
+// What makes speculative greedy output equal plain greedy output on an int8 target: a token's
+// logits are the same bits whether it is decoded alone or verified inside a longer chain, and
+// whatever else shares the forward.
+TEST(QuantizedModelTest, ChainVerificationEqualsTokenByTokenDecodeBitForBit) {
+  testing::TestModelSpec spec;
+  spec.tie_embeddings = false;
+  std::unique_ptr<Backend> backend = CreateCpuBackend();
+  ModelLoadOptions int8;
+  int8.quantize = WeightQuantization::kInt8;
+  auto model = LlamaModel::Load(testing::TinyModelDir(spec), *backend, int8);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto kv = (*model)->CreateKvCache(64);
+  ASSERT_TRUE(kv.ok());
+  const int vocab = (*model)->config().vocab_size;
+  const std::vector<int32_t> tokens = testing::RandomTokens(21, vocab, 4);
+  const std::vector<float> chain = testing::ChainLogits(**model, **kv, 1, tokens);  // one forward
+
+  // Sequence 2 decodes the same tokens one forward each, batched with sequence 3's 9-token chain.
+  ASSERT_TRUE((*kv)->AddSequence(2).ok());
+  ASSERT_TRUE((*kv)->AddSequence(3).ok());
+  const std::vector<int32_t> other = testing::RandomTokens(9, vocab, 5);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    SequenceStep decode{2, {tokens[i]}, {}, {0}};
+    std::vector<SequenceStep> steps = {decode};
+    if (i == 0) steps.push_back(SequenceStep{3, other, {}, {0, 1, 2, 3, 4, 5, 6, 7, 8}});
+    ForwardResult result;
+    ASSERT_TRUE((*model)->Forward(steps, **kv, &result).ok());
+    ASSERT_EQ(std::memcmp(result.Row(0), chain.data() + i * vocab, vocab * sizeof(float)), 0) << "token " << i;
+  }
+}
+
 TEST(QuantizedModelTest, ParsesTheFlagValues) {
   EXPECT_EQ(*ParseWeightQuantization("int8"), WeightQuantization::kInt8);
   EXPECT_EQ(*ParseWeightQuantization("none"), WeightQuantization::kNone);
