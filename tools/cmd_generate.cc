@@ -86,7 +86,19 @@ int RunGenerate(const Args& args) {
   return 0;
 }
 
-const RegisterCommand kRegister("generate", "generate text from a prompt (--model DIR or --router ADDR)", RunGenerate);
+const RegisterCommand kRegister(
+    "generate", "generate text from a prompt on a local model (--model DIR) or through a router (--router ADDR)",
+    "  --model DIR               generate locally with this model directory\n"
+    "  --router ADDR             generate through a running router instead (see generate-remote)\n"
+    "  --prompt TEXT             the prompt (required)\n"
+    "  --max-tokens N            tokens to generate at most (64)\n"
+    "  --temperature T           0 = greedy (0)\n"
+    "  --top-k K                 0 = no top-k cut (0)\n"
+    "  --top-p P                 1 = no nucleus cut (1)\n"
+    "  --seed S                  sampling seed (0)\n"
+    "  --device cpu|cuda|cuda:N  where the model runs (cpu; --model only)\n"
+    "  --threads N               CPU threads (0 = all cores; --model only)\n",
+    RunGenerate);
 
 }  // namespace
 }  // namespace splitspec::tools

@@ -67,10 +67,20 @@ int RunGenerateRemote(const Args& args) {
   return 0;
 }
 
-RegisterCommand kRegister("generate-remote",
-                          "stream a generation from a running router: --router ADDR --prompt TEXT "
-                          "[--max-tokens N] [--stop S] [--ignore-eos] [--drafter POOL] [--temperature T]",
-                          RunGenerateRemote);
+RegisterCommand kRegister(
+    "generate-remote", "stream a generation from a running router and print a summary line",
+    "  --router ADDR             the router's address (required)\n"
+    "  --prompt TEXT             the prompt (required)\n"
+    "  --max-tokens N            tokens to generate at most (64)\n"
+    "  --stop S                  end before this string\n"
+    "  --ignore-eos              keep generating past the end-of-sequence token\n"
+    "  --drafter POOL            drafter pool to ask for (default: the router chooses)\n"
+    "  --temperature T           0 = greedy (0)\n"
+    "  --top-k K                 0 = no top-k cut (0)\n"
+    "  --top-p P                 1 = no nucleus cut (1)\n"
+    "  --seed S                  sampling seed (0)\n"
+    "  --quiet                   print only the summary line\n",
+    RunGenerateRemote);
 
 }  // namespace
 }  // namespace splitspec::tools

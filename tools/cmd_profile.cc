@@ -610,10 +610,18 @@ int RunProfile(const Args& args) {
 }
 
 const RegisterCommand kRegister(
-    "profile",
-    "measure a verifier and drafters and fit the router's latency model: --verifier ADDR "
-    "--drafter ADDR|NAME=ADDR[,NAME=ADDR...] [--out latency.json] [--pool NAME] [--batch-sizes 1,2,4,8] "
-    "[--contexts 32,128,384] [--depths 0,2,4] [--repeats 5] [--verbose]",
+    "profile", "measure a verifier and drafters and fit the router's latency model",
+    "  --verifier ADDR           the verifier's address (required)\n"
+    "  --drafter ADDR|NAME=ADDR[,NAME=ADDR...]  drafters to measure (required)\n"
+    "  --pool NAME               pool name of a drafter given without one (default)\n"
+    "  --out FILE                latency model to write (latency.json)\n"
+    "  --batch-sizes B1,B2,...   batch sizes to measure (1,2,4,8)\n"
+    "  --contexts C1,C2,...      context lengths to measure (32,128,384)\n"
+    "  --depths D1,D2,...        draft depths to measure (0,2,4)\n"
+    "  --repeats N               timed repeats per grid point (5)\n"
+    "  --seed S                  seed of the random prompts (1)\n"
+    "  --wait-seconds S          how long to wait for the workers (30)\n"
+    "  --verbose                 print every measurement\n",
     RunProfile);
 
 }  // namespace
