@@ -10,6 +10,7 @@
 #include "common/engine/model/llama_model.h"
 #include "common/engine/cuda/select_backend.h"
 #include "common/engine/tokenizer/tokenizer.h"
+#include "router/service/text_stream.h"
 #include "tools/command.h"
 #include "tools/engine_device.h"
 
@@ -59,19 +60,21 @@ int RunGenerate(const Args& args) {
     return 1;
   }
   options.eos_id = (*tokenizer)->eos_id();
-  std::vector<int32_t> generated;
+  // The prompt is the text's context, as in the router: the first token's leading space stays.
+  router::TextStream text(tokenizer->get(), prompt_tokens, /*stop=*/{});
+  size_t n_generated = 0;
   auto first_token_time = std::chrono::steady_clock::now();
   options.on_token = [&](int32_t token) {
-    if (generated.empty()) first_token_time = std::chrono::steady_clock::now();
-    std::fputs((*tokenizer)->DecodeIncremental(generated, token).c_str(), stdout);
+    if (n_generated++ == 0) first_token_time = std::chrono::steady_clock::now();
+    std::fputs(text.Add({token}).c_str(), stdout);
     std::fflush(stdout);
-    generated.push_back(token);
     return true;
   };
   std::fputs(prompt.c_str(), stdout);
   const auto start = std::chrono::steady_clock::now();
   auto result = engine::GenerateTokens(**model, **kv, prompt_tokens, options);
   const auto end = std::chrono::steady_clock::now();
+  std::fputs(text.Flush().c_str(), stdout);
   // The CUDA backend reports op failures only through its status.
   const absl::Status status = result.ok() ? engine::BackendStatus(*backend) : result.status();
   if (!status.ok()) {
