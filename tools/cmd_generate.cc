@@ -4,10 +4,13 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "common/engine/backend.h"
 #include "common/engine/generation/generate.h"
 #include "common/engine/model/llama_model.h"
+#include "common/engine/sampling/seed.h"
 #include "common/engine/cuda/select_backend.h"
 #include "common/engine/tokenizer/tokenizer.h"
 #include "router/service/text_stream.h"
@@ -35,7 +38,9 @@ int RunGenerate(const Args& args) {
   options.sampling.temperature = static_cast<float>(args.GetDouble("temperature", 0.0));
   options.sampling.top_k = static_cast<int>(args.GetInt("top-k", 0));
   options.sampling.top_p = static_cast<float>(args.GetDouble("top-p", 1.0));
-  options.sampling.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
+  // Unset: a fresh seed, printed with the summary so the run can be repeated.
+  options.sampling.seed = engine::ChooseSeed(args.Has("seed") ? std::optional<uint64_t>(args.GetInt("seed", 0))
+                                                              : std::nullopt);
   const int threads = static_cast<int>(args.GetInt("threads", 0));
   const engine::DeviceSpec device = DeviceFlagOrExit(args);
   args.CheckAllUsed();
@@ -84,8 +89,11 @@ int RunGenerate(const Args& args) {
   const double total = std::chrono::duration<double>(end - start).count();
   const double decode = std::chrono::duration<double>(end - first_token_time).count();
   const size_t n = result->size();
-  std::fprintf(stderr, "\n[%zu prompt tokens, %zu generated in %.3f s: prefill+first token %.1f ms, decode %.1f tokens/s]\n",
-               prompt_tokens.size(), n, total, (total - decode) * 1e3, n > 1 ? (n - 1) / decode : 0.0);
+  const std::string seed = options.sampling.greedy()
+                               ? std::string()
+                               : ", seed " + std::to_string(options.sampling.seed);
+  std::fprintf(stderr, "\n[%zu prompt tokens, %zu generated in %.3f s: prefill+first token %.1f ms, decode %.1f tokens/s%s]\n",
+               prompt_tokens.size(), n, total, (total - decode) * 1e3, n > 1 ? (n - 1) / decode : 0.0, seed.c_str());
   return 0;
 }
 
@@ -98,7 +106,7 @@ const RegisterCommand kRegister(
     "  --temperature T           0 = greedy (0)\n"
     "  --top-k K                 0 = no top-k cut (0)\n"
     "  --top-p P                 1 = no nucleus cut (1)\n"
-    "  --seed S                  sampling seed (0)\n"
+    "  --seed S                  sampling seed (unset: a fresh one, printed at the end)\n"
     "  --device cpu|cuda|cuda:N  where the model runs (cpu; --model only)\n"
     "  --threads N               CPU threads (0 = all cores; --model only)\n",
     RunGenerate);
