@@ -2,6 +2,8 @@
 # Installs splitspec's build and test dependencies from Debian 12 packages, then configures and
 # builds into build/. Idempotent: a machine that has everything skips apt and rebuilds
 # incrementally. Usage: scripts/setup.sh [extra cmake -D options]
+# SPLITSPEC_BUILD_TARGETS="a b ..." builds only those targets (scripts/demo.sh: the binaries it
+# runs); unset, everything is built, tests included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,4 +26,6 @@ fi
 
 echo "== configuring and building (build/)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" > build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
-cmake --build build -j "$(nproc)"
+targets=()
+read -r -a targets <<< "${SPLITSPEC_BUILD_TARGETS:-}"
+cmake --build build -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"}
