@@ -1,4 +1,4 @@
-// make-model: presets as the issue specifies them, the written directory's contents,
+// make-model: the presets' shapes, the written directory's contents,
 // determinism, dtype consistency, overrides, the spm_train tokenizer, and drafts.
 #include "common/engine/model/model_maker.h"
 
