@@ -30,10 +30,29 @@ namespace {
 using splitspec::drafter::Proposer;
 
 constexpr char kUsage[] =
-    "usage: splitspec-drafter (--model DIR [--device cpu|cuda|cuda:N] | --ngram [--ngram-min N] [--ngram-max N])\n"
-    "       [--port P] [--host H]\n"
-    "       [--max-draft-tokens K] [--kv-blocks N] [--block-size N] [--threads N] [--drain-seconds S]\n"
-    "       [--metrics-port P|0|-1] [--metrics-host H]\n";
+    "usage: splitspec-drafter --model DIR [--device cpu|cuda|cuda:N] [flags]\n"
+    "       splitspec-drafter --ngram [--ngram-min N] [--ngram-max N] [flags]\n"
+    "\n"
+    "Serves the Drafter gRPC service: draft tokens from a small model or from n-gram matches.\n"
+    "\n"
+    "  --model DIR              draft model directory (config.json, *.safetensors, tokenizer.model)\n"
+    "  --device cpu|cuda|cuda:N where the draft model runs (cpu)\n"
+    "  --ngram                  propose from n-gram matches in the request's own tokens (no model)\n"
+    "  --ngram-min N            shortest n-gram to match (1)\n"
+    "  --ngram-max N            longest n-gram to match (4)\n"
+    "  --host H                 address to listen on (127.0.0.1)\n"
+    "  --port P                 gRPC port (50052; 0 = a free port)\n"
+    "  --max-draft-tokens K     largest proposal per request and step (16)\n"
+    "  --kv-blocks N            KV-cache blocks of the draft model (1024)\n"
+    "  --block-size N           tokens per KV-cache block (16)\n"
+    "  --threads N              CPU threads (0 = all cores)\n"
+    "  --drain-seconds S        on SIGTERM/SIGINT, how long in-flight calls may finish (10)\n"
+    "  --metrics-port P|0|-1    GET /metrics port (9401; 0 = a free port, -1 = off)\n"
+    "  --metrics-host H         address of the metrics server (--host)\n"
+    "  --help                   print this help and exit\n"
+    "\n"
+    "Prints \"splitspec-drafter listening on HOST:PORT\" once serving. Flag errors and devices this\n"
+    "build or machine lacks exit 2; a draft model that does not load exits 1.\n";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
@@ -128,6 +147,10 @@ int Run(const splitspec::rpc::Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (splitspec::rpc::HelpRequested(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   // Before any thread exists, so every gRPC and OpenMP thread inherits the blocked mask.
   splitspec::rpc::BlockTerminationSignals();
   auto flags = splitspec::rpc::Flags::Parse(argc, argv, {"ngram"});

@@ -179,8 +179,16 @@ int RunBenchEngine(const Args& args) {
   return 0;
 }
 
-const RegisterCommand kRegister("bench-engine", "decode tokens/s, verify-forward cost and memory bandwidth",
-                                RunBenchEngine);
+const RegisterCommand kRegister(
+    "bench-engine", "decode tokens/s, verify-forward cost and memory bandwidth of a local model",
+    "  --model DIR               model directory (required)\n"
+    "  --device cpu|cuda|cuda:N  where the model runs (cpu)\n"
+    "  --context N               tokens of context per sequence (64)\n"
+    "  --steps N                 timed steps per measurement (16)\n"
+    "  --threads N               CPU threads (0 = all cores)\n"
+    "  --f32-weights             load the weights as f32 whatever their file dtype\n"
+    "  --quantize none|int8      int8: quantize the matrices at load (Q8_0, CPU only) (none)\n",
+    RunBenchEngine);
 
 }  // namespace
 }  // namespace splitspec::tools

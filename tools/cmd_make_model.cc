@@ -103,11 +103,18 @@ int Run(const Args& args) {
 }
 
 const RegisterCommand kRegister(
-    "make-model",
-    "write a random Llama model dir: --preset tiny|small|medium --out DIR [--dtype f32|f16|bf16] "
-    "[--seed S] [--tie-embeddings] [--attention-bias] [--rope-llama3] [--corpus FILE]; or "
-    "--draft-of TARGET_DIR --layers N --out DIR; or --int8-of DIR --out DIR (DIR's weights as --quantize int8 "
-    "serves them, in F32)",
+    "make-model", "write a random Llama model directory, a layer-truncated draft, or an int8 round trip",
+    "  --out DIR                 directory to write (required)\n"
+    "  --preset tiny|small|medium  model size (tiny)\n"
+    "  --dtype f32|f16|bf16      weight dtype (f32)\n"
+    "  --seed S                  weight seed (0)\n"
+    "  --tie-embeddings [BOOL]   share the embedding and output matrices (preset's choice)\n"
+    "  --attention-bias [BOOL]   q/k/v projection biases (preset's choice)\n"
+    "  --rope-llama3 [BOOL]      Llama 3 RoPE scaling (preset's choice)\n"
+    "  --corpus FILE             text to train the tokenizer on (default: the bundled corpus)\n"
+    "  --draft-of DIR            instead: copy DIR's first --layers N layers into a draft model\n"
+    "  --layers N                layers of the draft (with --draft-of)\n"
+    "  --int8-of DIR             instead: write DIR's weights as --quantize int8 serves them (F32)\n",
     Run);
 
 }  // namespace

@@ -3,7 +3,7 @@
 // several prompts must agree to 1e-4. Variants cover GQA with tied and untied heads, F32 / F16 /
 // BF16 weights, Qwen2's q/k/v bias, llama3 rope scaling, sharded safetensors, int8 weights
 // (against torch on their dequantized F32 copy), and the trained default pair in models/.
-// Each variant prints its max difference (the figure quoted in issue 2).
+// Each variant prints its max difference (the figure README.md quotes).
 #include <unistd.h>
 
 #include <cstdio>
