@@ -6,6 +6,7 @@
 // root-to-node chain would.
 #include "common/engine/cuda/attention.cuh"
 #include "common/engine/cuda/common.cuh"
+#include "common/engine/cuda/launch.cuh"
 
 namespace splitspec::engine::cuda {
 namespace {
@@ -34,7 +35,7 @@ __global__ void PagedAttentionKernel(const float* q, int n_heads, int n_heads_kv
                                      const AttentionSeqDesc* seqs, const AttentionItem* items,
                                      const int32_t* tables, const uint8_t* masks, float* scores_all,
                                      int max_visible, float* out) {
-  extern __shared__ float shared[];  // q head (head_dim), then 32 floats of reduction scratch
+  float* shared = DynamicSharedMemory<float>();  // q head (head_dim), then 32 floats of reduction scratch
   float* q_head = shared;
   float* scratch = shared + head_dim;
   const AttentionItem item = items[blockIdx.x];
@@ -109,8 +110,8 @@ cudaError_t LaunchStoreKv(const float* k, const float* v, int64_t kv_cols, const
                           const AttentionItem* items, int n_items, const int32_t* tables, int block_size,
                           float* k_cache, float* v_cache, cudaStream_t stream) {
   if (n_items == 0) return cudaSuccess;
-  StoreKvKernel<<<n_items, 256, 0, stream>>>(k, v, kv_cols, seqs, items, tables, block_size, k_cache, v_cache);
-  return cudaGetLastError();
+  return LaunchKernel(StoreKvKernel, n_items, 256, 0, stream, k, v, kv_cols, seqs, items, tables, block_size, k_cache,
+                      v_cache);
 }
 
 cudaError_t LaunchPagedAttention(const float* q, int n_heads, int n_heads_kv, int head_dim, const float* k_cache,
@@ -122,17 +123,14 @@ cudaError_t LaunchPagedAttention(const float* q, int n_heads, int n_heads_kv, in
   if (head_dim > 1024 || n_heads_kv <= 0 || n_heads % n_heads_kv != 0) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(n_items), static_cast<unsigned>(n_heads));
   const size_t shared_bytes = (static_cast<size_t>(head_dim) + 32) * sizeof(float);
-  PagedAttentionKernel<<<grid, kThreads, shared_bytes, stream>>>(q, n_heads, n_heads_kv, head_dim, k_cache, v_cache,
-                                                                 block_size, seqs, items, tables, masks, scores,
-                                                                 max_visible, out);
-  return cudaGetLastError();
+  return LaunchKernel(PagedAttentionKernel, grid, kThreads, shared_bytes, stream, q, n_heads, n_heads_kv, head_dim,
+                      k_cache, v_cache, block_size, seqs, items, tables, masks, scores, max_visible, out);
 }
 
 cudaError_t LaunchCopyKvSlots(float* k_cache, float* v_cache, int64_t cols, const int32_t* src, const int32_t* dst,
                               int n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  CopyKvSlotsKernel<<<1, 256, 0, stream>>>(k_cache, v_cache, cols, src, dst, n);
-  return cudaGetLastError();
+  return LaunchKernel(CopyKvSlotsKernel, 1, 256, 0, stream, k_cache, v_cache, cols, src, dst, n);
 }
 
 }  // namespace splitspec::engine::cuda
