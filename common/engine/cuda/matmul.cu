@@ -68,8 +68,11 @@ __global__ void MatMulWarpVec8Kernel(const float* x, const int32_t* rows, int64_
   const uint4* w_row = reinterpret_cast<const uint4*>(w + n * k);
   float acc[kTokenTile] = {};
   for (int64_t c = lane; c < k / 8; c += 32) {
-    const uint4 raw = w_row[c];
-    const T* packed = reinterpret_cast<const T*>(&raw);
+    const uint4 raw = w_row[c];  // one 16-byte load
+    // The 8 weights out of the loaded chunk by memcpy (register moves on the GPU): reading them
+    // through a T* into the uint4 would break strict aliasing, which a host compiler exploits.
+    T packed[8];
+    memcpy(packed, &raw, sizeof(raw));
     float wf[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) wf[e] = ToFloat(packed[e]);
