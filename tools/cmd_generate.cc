@@ -9,7 +9,7 @@
 #include "common/engine/generation/generate.h"
 #include "common/engine/model/llama_model.h"
 #include "common/engine/cuda/select_backend.h"
-#include "common/engine/tokenizer/tokenizer.h"
+#include "common/engine/tokenizer/load_tokenizer.h"
 #include "tools/command.h"
 #include "tools/engine_device.h"
 
@@ -39,7 +39,7 @@ int RunGenerate(const Args& args) {
   const engine::DeviceSpec device = DeviceFlagOrExit(args);
   args.CheckAllUsed();
 
-  auto tokenizer = engine::Tokenizer::LoadFromFile(model_dir + "/tokenizer.model");
+  auto tokenizer = engine::LoadTokenizer(model_dir);  // tokenizer.json, else tokenizer.model
   if (!tokenizer.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(tokenizer.status().message()).c_str());
     return 1;
