@@ -12,6 +12,7 @@
 #include "common/engine/model/llama_model.h"
 #include "common/engine/sampling/seed.h"
 #include "common/engine/cuda/select_backend.h"
+#include "common/engine/tokenizer/load_tokenizer.h"
 #include "common/engine/tokenizer/tokenizer.h"
 #include "router/service/text_stream.h"
 #include "tools/command.h"
@@ -47,7 +48,7 @@ int RunGenerate(const Args& args) {
   load_options.quantize = QuantizeFlagOrExit(args, device);
   args.CheckAllUsed();
 
-  auto tokenizer = engine::Tokenizer::LoadFromFile(model_dir + "/tokenizer.model");
+  auto tokenizer = engine::LoadTokenizer(model_dir);  // tokenizer.json, else tokenizer.model
   if (!tokenizer.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(tokenizer.status().message()).c_str());
     return 1;
