@@ -17,6 +17,7 @@
 
 #include "absl/time/time.h"
 #include "common/engine/cuda/select_backend.h"
+#include "common/engine/model/llama_model.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/metrics/worker_metrics.h"
@@ -39,6 +40,7 @@ constexpr char kUsage[] =
     "\n"
     "  --model DIR              draft model directory (config.json, *.safetensors, tokenizer.model)\n"
     "  --device cpu|cuda|cuda:N where the draft model runs (cpu)\n"
+    "  --quantize none|int8     int8: quantize the draft's matrices at load (Q8_0; CPU only) (none)\n"
     "  --ngram                  propose from n-gram matches in the request's own tokens (no model)\n"
     "  --ngram-min N            shortest n-gram to match (1)\n"
     "  --ngram-max N            longest n-gram to match (4)\n"
@@ -69,6 +71,8 @@ int Run(const splitspec::rpc::Flags& flags) {
   const bool ngram = flags.Has("ngram");
   const bool has_device = flags.Has("device");
   const std::string device = flags.GetString("device", "cpu");
+  const bool has_quantize = flags.Has("quantize");
+  const std::string quantize = flags.GetString("quantize", "none");
   auto ngram_min = flags.GetInt("ngram-min", 1);
   auto ngram_max = flags.GetInt("ngram-max", 4);
   auto port = flags.GetInt("port", 50052);
@@ -93,7 +97,15 @@ int Run(const splitspec::rpc::Flags& flags) {
   if (ngram && has_device) {
     return Fail(absl::InvalidArgumentError("--device goes with --model (the n-gram drafter runs no model)"));
   }
+  if (ngram && has_quantize) {
+    return Fail(absl::InvalidArgumentError("--quantize goes with --model (the n-gram drafter runs no model)"));
+  }
   if (absl::Status s = splitspec::engine::CheckDevice(device); !s.ok()) return Fail(s);
+  auto quantization = splitspec::engine::ParseWeightQuantization(quantize);
+  if (!quantization.ok()) return Fail(quantization.status());
+  if (*quantization != splitspec::engine::WeightQuantization::kNone && splitspec::engine::ParseDevice(device)->cuda) {
+    return Fail(absl::InvalidArgumentError("--quantize int8 runs on the CPU backend only, not with --device cuda"));
+  }
 
   std::unique_ptr<Proposer> proposer;
   if (ngram) {
@@ -110,6 +122,7 @@ int Run(const splitspec::rpc::Flags& flags) {
     options.block_size = *block_size;
     options.n_threads = *threads;
     options.device = device;
+    options.quantize = *quantization;
     auto created = splitspec::drafter::DraftModelProposer::Create(options);
     if (!created.ok()) {
       std::fprintf(stderr, "error: loading draft model %s: %s\n", model.c_str(),

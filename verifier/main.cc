@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/engine/cuda/select_backend.h"
+#include "common/engine/model/llama_model.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/metrics/worker_metrics.h"
@@ -51,6 +52,7 @@ constexpr char kUsage[] =
     "\n"
     "  --model DIR              target model directory (config.json, *.safetensors, tokenizer.model)\n"
     "  --device cpu|cuda|cuda:N where the model runs (cpu)\n"
+    "  --quantize none|int8     int8: quantize the weight matrices at load (Q8_0; CPU only) (none)\n"
     "  --host H                 address to listen on (127.0.0.1)\n"
     "  --port P                 gRPC port (50051; 0 = a free port)\n"
     "  --max-draft-tokens K     largest draft tree per request and step (64)\n"
@@ -191,6 +193,7 @@ int Run(const splitspec::rpc::Flags& flags) {
   splitspec::verifier::VerifierOptions options;
   options.model_dir = flags.GetString("model");
   options.device = flags.GetString("device", "cpu");
+  const std::string quantize = flags.GetString("quantize", "none");
   auto port = flags.GetInt("port", 50051);
   auto max_draft = flags.GetInt("max-draft-tokens", 64);
   auto kv_blocks = flags.GetInt("kv-blocks", 1024);
@@ -215,6 +218,12 @@ int Run(const splitspec::rpc::Flags& flags) {
   if (options.model_dir.empty()) return Fail(absl::InvalidArgumentError("--model DIR is required"));
   if (absl::Status s = splitspec::engine::CheckDevice(options.device); !s.ok()) return Fail(s);
   const splitspec::engine::DeviceSpec device = *splitspec::engine::ParseDevice(options.device);
+  auto quantization = splitspec::engine::ParseWeightQuantization(quantize);
+  if (!quantization.ok()) return Fail(quantization.status());
+  if (*quantization != splitspec::engine::WeightQuantization::kNone && device.cuda) {
+    return Fail(absl::InvalidArgumentError("--quantize int8 runs on the CPU backend only, not with --device cuda"));
+  }
+  options.quantize = *quantization;
   if (*tp < 1) return Fail(absl::InvalidArgumentError(absl::StrCat("--tp must be >= 1, got ", *tp)));
   options.kv_blocks = *kv_blocks;
   options.block_size = *block_size;
