@@ -17,6 +17,7 @@
 
 #include "absl/time/time.h"
 #include "common/engine/cuda/select_backend.h"
+#include "common/engine/model/llama_model.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/metrics/worker_metrics.h"
@@ -32,11 +33,33 @@ namespace {
 using splitspec::drafter::Proposer;
 
 constexpr char kUsage[] =
-    "usage: splitspec-drafter (--model DIR [--device cpu|cuda|cuda:N] | --ngram [--ngram-min N] [--ngram-max N])\n"
-    "       [--port P] [--host H]\n"
-    "       [--max-draft-tokens K] [--kv-blocks N] [--block-size N] [--threads N] [--drain-seconds S]\n"
-    "       [--session-lease-seconds S] [--max-sessions N] [--max-history-tokens N]\n"
-    "       [--metrics-port P|0|-1] [--metrics-host H]\n";
+    "usage: splitspec-drafter --model DIR [--device cpu|cuda|cuda:N] [flags]\n"
+    "       splitspec-drafter --ngram [--ngram-min N] [--ngram-max N] [flags]\n"
+    "\n"
+    "Serves the Drafter gRPC service: draft tokens from a small model or from n-gram matches.\n"
+    "\n"
+    "  --model DIR              draft model directory (config.json, *.safetensors, tokenizer.model)\n"
+    "  --device cpu|cuda|cuda:N where the draft model runs (cpu)\n"
+    "  --quantize none|int8     int8: quantize the draft's matrices at load (Q8_0; CPU only) (none)\n"
+    "  --ngram                  propose from n-gram matches in the request's own tokens (no model)\n"
+    "  --ngram-min N            shortest n-gram to match (1)\n"
+    "  --ngram-max N            longest n-gram to match (4)\n"
+    "  --host H                 address to listen on (127.0.0.1)\n"
+    "  --port P                 gRPC port (50052; 0 = a free port)\n"
+    "  --max-draft-tokens K     largest proposal per request and step (16)\n"
+    "  --kv-blocks N            KV-cache blocks of the draft model (1024)\n"
+    "  --block-size N           tokens per KV-cache block (16)\n"
+    "  --threads N              CPU threads (0 = all cores)\n"
+    "  --drain-seconds S        on SIGTERM/SIGINT, how long in-flight calls may finish (10)\n"
+    "  --session-lease-seconds S  idle sessions are reclaimed after S seconds (300; <= 0 = never)\n"
+    "  --max-sessions N         sessions held at once; more answer RESOURCE_EXHAUSTED (1024)\n"
+    "  --max-history-tokens N   committed tokens held over all sessions (4194304)\n"
+    "  --metrics-port P|0|-1    GET /metrics port (9401; 0 = a free port, -1 = off)\n"
+    "  --metrics-host H         address of the metrics server (--host)\n"
+    "  --help                   print this help and exit\n"
+    "\n"
+    "Prints \"splitspec-drafter listening on HOST:PORT\" once serving. Flag errors and devices this\n"
+    "build or machine lacks exit 2; a draft model that does not load exits 1.\n";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
@@ -48,6 +71,8 @@ int Run(const splitspec::rpc::Flags& flags) {
   const bool ngram = flags.Has("ngram");
   const bool has_device = flags.Has("device");
   const std::string device = flags.GetString("device", "cpu");
+  const bool has_quantize = flags.Has("quantize");
+  const std::string quantize = flags.GetString("quantize", "none");
   auto ngram_min = flags.GetInt("ngram-min", 1);
   auto ngram_max = flags.GetInt("ngram-max", 4);
   auto port = flags.GetInt("port", 50052);
@@ -72,7 +97,15 @@ int Run(const splitspec::rpc::Flags& flags) {
   if (ngram && has_device) {
     return Fail(absl::InvalidArgumentError("--device goes with --model (the n-gram drafter runs no model)"));
   }
+  if (ngram && has_quantize) {
+    return Fail(absl::InvalidArgumentError("--quantize goes with --model (the n-gram drafter runs no model)"));
+  }
   if (absl::Status s = splitspec::engine::CheckDevice(device); !s.ok()) return Fail(s);
+  auto quantization = splitspec::engine::ParseWeightQuantization(quantize);
+  if (!quantization.ok()) return Fail(quantization.status());
+  if (*quantization != splitspec::engine::WeightQuantization::kNone && splitspec::engine::ParseDevice(device)->cuda) {
+    return Fail(absl::InvalidArgumentError("--quantize int8 runs on the CPU backend only, not with --device cuda"));
+  }
 
   std::unique_ptr<Proposer> proposer;
   if (ngram) {
@@ -89,6 +122,7 @@ int Run(const splitspec::rpc::Flags& flags) {
     options.block_size = *block_size;
     options.n_threads = *threads;
     options.device = device;
+    options.quantize = *quantization;
     auto created = splitspec::drafter::DraftModelProposer::Create(options);
     if (!created.ok()) {
       std::fprintf(stderr, "error: loading draft model %s: %s\n", model.c_str(),
@@ -138,6 +172,10 @@ int Run(const splitspec::rpc::Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (splitspec::rpc::HelpRequested(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   // Before any thread exists, so every gRPC and OpenMP thread inherits the blocked mask.
   splitspec::rpc::BlockTerminationSignals();
   auto flags = splitspec::rpc::Flags::Parse(argc, argv, {"ngram"});

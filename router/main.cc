@@ -1,9 +1,10 @@
 // splitspec-router: the public Generate service over a verifier and drafter pools.
 //   splitspec-router --verifier ADDR[,ADDR...] --drafter [NAME=]ADDR[,ADDR...] [--drafter ...] --port P
 //                    --policy none|static:K|smartspec|... [--policy-config FILE]
-// Other flags: --host (127.0.0.1), --tokenizer PATH (default: tokenizer.model in the verifier's
-// model dir; "none" = token ids only), --latency-model FILE, --max-queue (256), --max-running
-// (64), --max-k (8), --default-max-tokens (128), --worker-timeout-seconds (60),
+// Other flags: --host (127.0.0.1), --tokenizer PATH (a tokenizer.json, tokenizer.model or model
+// dir; default: the verifier's model dir, tokenizer.json there else tokenizer.model; "none" =
+// token ids only), --latency-model FILE, --max-queue (256), --max-running (64), --max-k (8),
+// --default-max-tokens (128), --worker-timeout-seconds (60),
 // --wait-seconds (60: how long to wait for the verifier at start), --drain-seconds (30),
 // --metrics-port (9400; 0 = a free port, -1 = no metrics server), --metrics-host (--host).
 // Replicas (docs/reliability.md): several --verifier addresses are replicas of one target
@@ -25,7 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "common/engine/tokenizer/tokenizer.h"
+#include "common/engine/tokenizer/load_tokenizer.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/rpc/flags.h"
@@ -45,12 +46,37 @@ namespace {
 using namespace splitspec;  // NOLINT: a main over many of our namespaces
 
 constexpr char kUsage[] =
-    "usage: splitspec-router --verifier ADDR[,ADDR...] [--drafter [NAME=]ADDR[,ADDR...] ...] [--port P] [--host H]\n"
-    "       [--policy none|static:K|smartspec|sglang-tiers|analytical|fsm|cache-fsm] [--policy-config FILE]\n"
-    "       [--tokenizer PATH|none] [--latency-model FILE] [--max-queue N] [--max-running N] [--max-k K]\n"
-    "       [--default-max-tokens N] [--worker-timeout-seconds S] [--wait-seconds S] [--drain-seconds S]\n"
-    "       [--metrics-port P|0|-1] [--metrics-host H] [--failover-wait-seconds S]\n"
-    "       [--deadline-factor F] [--deadline-floor-seconds S] [--probe-interval-seconds S]\n";
+    "usage: splitspec-router --verifier ADDR[,ADDR...] [--drafter [NAME=]ADDR[,ADDR...] ...] [flags]\n"
+    "\n"
+    "Serves the public Generate gRPC service over a verifier (one or more replicas) and pools of drafters.\n"
+    "\n"
+    "  --verifier ADDR[,ADDR...]    the verifier's gRPC address (required); several = replicas of one model\n"
+    "  --drafter [NAME=]ADDR[,ADDR...]\n"
+    "                               a drafter pool; repeat for several (default names: default, d0, d1, ...);\n"
+    "                               further addresses are standbys of the pool\n"
+    "  --host H                     address to listen on (127.0.0.1)\n"
+    "  --port P                     gRPC port (50050; 0 = a free port)\n"
+    "  --policy NAME                none|static:K|smartspec|sglang-tiers|analytical|fsm|cache-fsm (none)\n"
+    "  --policy-config FILE         JSON options of the policy and the acceptance estimator\n"
+    "  --tokenizer PATH|none        tokenizer.model (default: the one in the verifier's model dir;\n"
+    "                               none = token ids only)\n"
+    "  --latency-model FILE         fitted latency model (splitspec profile) for the cost-aware policies\n"
+    "  --max-queue N                requests waiting for admission before new ones are refused (256)\n"
+    "  --max-running N              requests decoding at once (64)\n"
+    "  --max-k K                    largest draft length a policy may choose (8)\n"
+    "  --default-max-tokens N       max_tokens of requests that leave it 0 (128)\n"
+    "  --worker-timeout-seconds S   longest deadline of a call to a worker (60)\n"
+    "  --deadline-factor F          a call's deadline: F x the latency model's prediction (8)\n"
+    "  --deadline-floor-seconds S   ... and at least S (0.5)\n"
+    "  --failover-wait-seconds S    how long a request waits for a verifier replica (10)\n"
+    "  --probe-interval-seconds S   how often a failed replica is probed (0.25)\n"
+    "  --wait-seconds S             how long to wait for the verifier at start (60)\n"
+    "  --drain-seconds S            on SIGTERM/SIGINT, how long running requests may finish (30)\n"
+    "  --metrics-port P|0|-1        GET /metrics and /server_info port (9400; 0 = a free port, -1 = off)\n"
+    "  --metrics-host H             address of the metrics server (--host)\n"
+    "  --help                       print this help and exit\n"
+    "\n"
+    "Prints \"splitspec-router listening on HOST:PORT\" once serving, then the metrics address.\n";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
@@ -148,10 +174,10 @@ int Run(const rpc::Flags& flags) {
   if (tokenizer_path.empty()) {
     auto model_dir = verifier.ModelDir();
     if (!model_dir.ok()) return Die("asking the verifier for its model dir", model_dir.status());
-    tokenizer_path = *model_dir + "/tokenizer.model";
+    tokenizer_path = engine::TokenizerPathInModelDir(*model_dir);
   }
   if (tokenizer_path != "none") {
-    auto loaded = engine::Tokenizer::LoadFromFile(tokenizer_path);
+    auto loaded = engine::LoadTokenizer(tokenizer_path);
     if (!loaded.ok()) return Die("loading tokenizer " + tokenizer_path + " (use --tokenizer)", loaded.status());
     tokenizer = std::move(*loaded);
   }
@@ -259,6 +285,10 @@ int Run(const rpc::Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (splitspec::rpc::HelpRequested(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   // Before any thread exists, so every gRPC thread inherits the blocked mask.
   splitspec::rpc::BlockTerminationSignals();
   auto flags = splitspec::rpc::Flags::Parse(argc, argv, {});

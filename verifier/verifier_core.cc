@@ -76,6 +76,7 @@ ReplicaOptions ToReplicaOptions(const VerifierOptions& options) {
   ReplicaOptions replica;
   replica.model_dir = options.model_dir;
   replica.device = options.device;
+  replica.quantize = options.quantize;
   replica.n_threads = options.n_threads;
   if (options.tp_size > 1 && replica.n_threads == 0) {
     // Ranks as threads share the cores: split them rather than oversubscribe.

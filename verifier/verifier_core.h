@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/engine/model/llama_model.h"
 #include "common/engine/comm/communicator.h"
 #include "common/engine/sampling/sampler.h"
 #include "common/spec/draft_tree.h"
@@ -52,6 +53,8 @@ struct VerifierOptions {
   std::function<double()> now;
   int32_t n_threads = 0;          // CPU backend threads (per rank), 0 = all cores / tp_size
   std::string device = "cpu";     // cpu, cuda or cuda:N (common/engine/cuda/select_backend.h)
+  // Int8 quantizes the target's matrices at load (CPU backend only; engine/model/quantize.h).
+  engine::WeightQuantization quantize = engine::WeightQuantization::kNone;
   // Tensor parallelism with ranks as threads of this process (in-process communicator, CPU
   // only): rank 0 is the core's caller, ranks 1..tp_size-1 follow on their own threads.
   int32_t tp_size = 1;
