@@ -9,7 +9,7 @@ packages=(build-essential cmake pkg-config
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libsentencepiece-dev sentencepiece
   libopenblas-dev libcpp-httplib-dev nlohmann-json3-dev prometheus prometheus-cpp-dev
-  python3-torch python3-numpy python3-sentencepiece python3-matplotlib)
+  python3-torch python3-numpy python3-sentencepiece python3-matplotlib python3-yaml)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
