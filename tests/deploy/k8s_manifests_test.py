@@ -3,9 +3,11 @@
 
   render   SRC KUBECTL NPM_CACHE   render every overlay, count objects per kind, validate every
                                    document against the Kubernetes and CRD schemas (offline)
-  loopback SRC KUBECTL BIN_DIR     start the cpu overlay's containers on 127.0.0.1 with exactly
-                                   their command, args and env (only host names, ports and the
-                                   image's paths rewritten), then generate through the router
+  loopback SRC KUBECTL BIN_DIR PROBE
+                                   start the cpu overlay's containers on 127.0.0.1 with exactly
+                                   their command, args and env (only host names, ports, the
+                                   image's paths and ConfigMap mounts rewritten), run every gRPC
+                                   probe they name with PROBE, then generate through the router
 
 Exit 77 (skip) when kubectl's kustomize is missing or too old, or the npm registry is unreachable.
 """
@@ -177,8 +179,22 @@ def mount_config_maps(pod, documents, scratch):
     return paths
 
 
-def wait_serving(pod, deadline):
-    """Waits for the pod's 'listening on' line, then for its gRPC (probe) and metrics ports."""
+def run_probes(pod, probe):
+    """Each gRPC probe the container names, once, as the kubelet would send it; None when all pass."""
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        spec = pod.container.get(kind)
+        if spec is None:
+            return f"names no {kind}"
+        if "grpc" not in spec:
+            return f"{kind} is not a native gRPC probe"
+        out = subprocess.run([probe, str(pod.ports[spec["grpc"]["port"]])], capture_output=True, text=True)
+        if out.returncode != 0:
+            return f"{kind} on port {spec['grpc']['port']} failed: {out.stderr.strip()}"
+    return None
+
+
+def wait_serving(pod, deadline, probe):
+    """Waits for the pod's 'listening on' line, then runs its probes and reads its metrics."""
     while time.time() < deadline:
         if pod.process.poll() is not None:
             return f"exited with {pod.process.returncode}"
@@ -188,17 +204,18 @@ def wait_serving(pod, deadline):
         time.sleep(0.1)
     else:
         return "did not start"
-    for name, port in pod.named.items():
-        if name == "metrics":
-            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
-            if b"# TYPE" not in body:
-                return "metrics port serves no metrics"
-        else:
-            socket.create_connection(("127.0.0.1", port), timeout=10).close()
+    if error := run_probes(pod, probe):
+        return error
+    body = urllib.request.urlopen(f"http://127.0.0.1:{pod.named['metrics']}/metrics", timeout=10).read()
+    if b"# TYPE" not in body:
+        return "metrics port serves no metrics"
     return None
 
 
-def check_loopback(src, kubectl, bin_dir):
+def check_loopback(src, kubectl, bin_dir, probe):
+    # The probe must be able to fail, or "answer" below means nothing.
+    if subprocess.run([probe, str(free_port())], capture_output=True).returncode == 0:
+        sys.exit("FAIL: the gRPC probe passed on a port where nothing listens")
     documents = render(src, kubectl, "cpu")
     pods = build_pods(documents)
     resolve = resolver(documents, pods)
@@ -219,12 +236,13 @@ def check_loopback(src, kubectl, bin_dir):
             pod.process = subprocess.Popen(argv, env=env, stdout=pod.log, stderr=subprocess.STDOUT)
             if pod.workload["metadata"]["name"] == "router":
                 for p in pods:
-                    if p is not pod and (error := wait_serving(p, time.time() + 300)):
+                    if p is not pod and (error := wait_serving(p, time.time() + 300, probe)):
                         sys.exit(f"{p.name}: {error}\n" + open(p.log.name).read())
         router = next(p for p in pods if p.workload["metadata"]["name"] == "router")
-        if error := wait_serving(router, time.time() + 300):
+        if error := wait_serving(router, time.time() + 300, probe):
             sys.exit(f"router: {error}\n" + open(router.log.name).read())
-        print("== all pods serving; generating through the router", flush=True)
+        print("== every pod's startup, readiness and liveness gRPC probes answer SERVING; "
+          "generating through the router", flush=True)
         out = subprocess.run([os.path.join(bin_dir, "splitspec"), "generate", "--router",
                               f"127.0.0.1:{router.named['grpc']}", "--prompt", "def add(a, b):\n",
                               "--max-tokens", "16"], capture_output=True, text=True, timeout=300)
@@ -248,10 +266,11 @@ def check_loopback(src, kubectl, bin_dir):
 
 def main():
     mode, src, kubectl, extra = sys.argv[1:5]
+    probe = sys.argv[5] if mode == "loopback" else None
     if not shutil.which(kubectl):
         print(f"SKIP: {kubectl} is not installed (needs kubectl with kustomize >= v4)")
         sys.exit(SKIP)
-    ok = check_render(src, kubectl, extra) if mode == "render" else check_loopback(src, kubectl, extra)
+    ok = check_render(src, kubectl, extra) if mode == "render" else check_loopback(src, kubectl, extra, probe)
     print("PASS" if ok else "FAIL")
     sys.exit(0 if ok else 1)
 
