@@ -1,0 +1,279 @@
+#!/usr/bin/python3
+"""Checks deploy/k8s without a cluster.
+
+  render   SRC KUBECTL NPM_CACHE   render every overlay, count objects per kind, validate every
+                                   document against the Kubernetes and CRD schemas (offline)
+  loopback SRC KUBECTL BIN_DIR PROBE
+                                   start the cpu overlay's containers on 127.0.0.1 with exactly
+                                   their command, args and env (only host names, ports, the
+                                   image's paths and ConfigMap mounts rewritten), run every gRPC
+                                   probe they name with PROBE, then generate through the router
+
+Exit 77 (skip) when kubectl's kustomize is missing or too old, or the npm registry is unreachable.
+"""
+import collections
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import yaml
+
+SKIP = 77
+OVERLAYS = ["cpu", "gpu"]
+# Objects per kind each overlay must render: a missing or extra object is a failure.
+EXPECTED = {
+    "cpu": {"Namespace": 1, "ConfigMap": 3, "Service": 4, "Deployment": 3, "StatefulSet": 1,
+            "PodDisruptionBudget": 4, "NetworkPolicy": 1, "PodMonitor": 1, "ScaledObject": 1},
+}
+EXPECTED["gpu"] = dict(EXPECTED["cpu"], PersistentVolumeClaim=1)
+NPM_PACKAGES = ["kubernetes-models@5.1.0", "@kubernetes-models/keda@2.0.0",
+                "@kubernetes-models/prometheus-operator@6.0.0"]
+
+
+def render(src, kubectl, overlay):
+    version = subprocess.run([kubectl, "version", "--client"], capture_output=True, text=True).stdout
+    match = re.search(r"Kustomize Version: v(\d+)", version)
+    if not match or int(match.group(1)) < 4:
+        print(f"SKIP: {kubectl} has no kustomize >= v4 (Debian 12's kubernetes-client embeds v2)")
+        sys.exit(SKIP)
+    out = subprocess.run([kubectl, "kustomize", os.path.join(src, "deploy/k8s/overlays", overlay)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"kubectl kustomize {overlay} failed:\n{out.stderr}")
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def validate(src, documents, npm_cache, label):
+    modules = os.path.join(npm_cache, "node_modules")
+    out = subprocess.run(["node", os.path.join(src, "tests/deploy/validate_manifests.mjs"), modules],
+                         input=json.dumps(documents), capture_output=True, text=True)
+    print(out.stdout + out.stderr, end="")
+    return out.returncode == 0
+
+
+def check_render(src, kubectl, npm_cache):
+    install = subprocess.run(["bash", os.path.join(src, "tests/deploy/npm_install.sh"), npm_cache]
+                             + NPM_PACKAGES)
+    if install.returncode == SKIP:
+        print("SKIP: the npm registry cannot be reached, so the schemas cannot be installed")
+        sys.exit(SKIP)
+    if install.returncode != 0:
+        sys.exit("npm install failed")
+    ok = True
+    for overlay in OVERLAYS:
+        documents = render(src, kubectl, overlay)
+        counts = dict(collections.Counter(d["kind"] for d in documents))
+        print(f"== overlay {overlay}: {len(documents)} objects: {json.dumps(counts, sort_keys=True)}")
+        if counts != EXPECTED[overlay]:
+            print(f"FAIL: expected {json.dumps(EXPECTED[overlay], sort_keys=True)}")
+            ok = False
+        ok = validate(src, documents, npm_cache, overlay) and ok
+    # The validator must reject a broken document, or "valid" above means nothing.
+    broken = [d for d in render(src, kubectl, "cpu") if d["kind"] == "StatefulSet"]
+    broken[0]["spec"]["replicas"] = "two"
+    if validate(src, broken, npm_cache, "broken"):
+        print("FAIL: a StatefulSet with replicas: \"two\" passed validation")
+        ok = False
+    return ok
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Pod:
+    """One replica of a workload, as a local process."""
+
+    def __init__(self, name, workload, container):
+        self.name, self.workload, self.container = name, workload, container
+        # containerPort -> loopback port; named ports for Service targetPorts.
+        self.ports = {p["containerPort"]: free_port() for p in container.get("ports", [])}
+        self.named = {p["name"]: self.ports[p["containerPort"]] for p in container.get("ports", [])}
+        self.process = None
+        self.log = None
+
+
+def build_pods(documents):
+    """Pods of every workload: all StatefulSet replicas (stable names), one per Deployment."""
+    pods = []
+    for d in documents:
+        if d["kind"] not in ("StatefulSet", "Deployment"):
+            continue
+        containers = d["spec"]["template"]["spec"]["containers"]
+        assert len(containers) == 1, f"{d['metadata']['name']}: one container per pod expected"
+        replicas = d["spec"]["replicas"] if d["kind"] == "StatefulSet" else 1
+        for i in range(replicas):
+            name = f"{d['metadata']['name']}-{i}"
+            pods.append(Pod(name, d, containers[0]))
+    return pods
+
+
+def resolver(documents, pods):
+    """Maps `host:port` as the cluster resolves it to the loopback port of the pod behind it."""
+    services = {d["metadata"]["name"]: d for d in documents if d["kind"] == "Service"}
+    by_name = {p.name: p for p in pods}
+
+    def pods_of(service):
+        selector = service["spec"]["selector"]
+        return [p for p in pods if all(p.workload["spec"]["template"]["metadata"]["labels"].get(k) == v
+                                       for k, v in selector.items())]
+
+    def resolve(match):
+        host, port = match.group(1), int(match.group(2))
+        labels = host.split(".")
+        if labels[-1] in services and len(labels) == 2:  # <pod>.<headless service>
+            pod, service = by_name[labels[0]], services[labels[1]]
+        elif host in services:
+            service = services[host]
+            pod = pods_of(service)[0]
+        else:
+            return match.group(0)
+        spec_port = next(p for p in service["spec"]["ports"] if p["port"] == port)
+        target = spec_port.get("targetPort", port)
+        local = pod.named[target] if isinstance(target, str) else pod.ports[target]
+        return f"127.0.0.1:{local}"
+
+    return resolve
+
+
+def command_line(pod, resolve, paths):
+    """The container's command and args with only loopback hosts, ports and local paths."""
+    argv = []
+    for arg in pod.container.get("command", []) + pod.container.get("args", []):
+        flag, eq, value = arg.partition("=")
+        if eq and value == "0.0.0.0":
+            value = "127.0.0.1"
+        elif eq and value.isdigit() and int(value) in pod.ports:
+            value = str(pod.ports[int(value)])
+        elif eq:
+            value = re.sub(r"([a-z0-9][a-z0-9.-]*):(\d+)", resolve, value)
+        arg = flag + eq + value
+        for image_path, local in paths.items():
+            arg = arg.replace(image_path, local)
+        argv.append(arg)
+    return argv
+
+
+def mount_config_maps(pod, documents, scratch):
+    """Writes each ConfigMap volume's data as the kubelet would; returns mountPath -> dir."""
+    config_maps = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ConfigMap"}
+    volumes = {v["name"]: v for v in pod.workload["spec"]["template"]["spec"].get("volumes", [])}
+    paths = {}
+    for mount in pod.container.get("volumeMounts", []):
+        source = volumes[mount["name"]]["configMap"]["name"]
+        directory = os.path.join(scratch, pod.name, mount["name"])
+        os.makedirs(directory)
+        for key, text in config_maps[source]["data"].items():
+            with open(os.path.join(directory, key), "w") as f:
+                f.write(text)
+        paths[mount["mountPath"]] = directory
+    return paths
+
+
+def run_probes(pod, probe):
+    """Each gRPC probe the container names, once, as the kubelet would send it; None when all pass."""
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        spec = pod.container.get(kind)
+        if spec is None:
+            return f"names no {kind}"
+        if "grpc" not in spec:
+            return f"{kind} is not a native gRPC probe"
+        out = subprocess.run([probe, str(pod.ports[spec["grpc"]["port"]])], capture_output=True, text=True)
+        if out.returncode != 0:
+            return f"{kind} on port {spec['grpc']['port']} failed: {out.stderr.strip()}"
+    return None
+
+
+def wait_serving(pod, deadline, probe):
+    """Waits for the pod's 'listening on' line, then runs its probes and reads its metrics."""
+    while time.time() < deadline:
+        if pod.process.poll() is not None:
+            return f"exited with {pod.process.returncode}"
+        with open(pod.log.name) as f:
+            if "listening on" in f.read():
+                break
+        time.sleep(0.1)
+    else:
+        return "did not start"
+    if error := run_probes(pod, probe):
+        return error
+    body = urllib.request.urlopen(f"http://127.0.0.1:{pod.named['metrics']}/metrics", timeout=10).read()
+    if b"# TYPE" not in body:
+        return "metrics port serves no metrics"
+    return None
+
+
+def check_loopback(src, kubectl, bin_dir, probe):
+    # The probe must be able to fail, or "answer" below means nothing.
+    if subprocess.run([probe, str(free_port())], capture_output=True).returncode == 0:
+        sys.exit("FAIL: the gRPC probe passed on a port where nothing listens")
+    documents = render(src, kubectl, "cpu")
+    pods = build_pods(documents)
+    resolve = resolver(documents, pods)
+    scratch = tempfile.mkdtemp(prefix="splitspec-k8s-")
+    image = {"/opt/splitspec/bin": os.path.abspath(bin_dir),
+             "/opt/splitspec/models": os.path.join(src, "models")}
+    # Workers first, router last (it waits for a verifier): the order a rollout converges to.
+    pods.sort(key=lambda p: p.workload["metadata"]["name"] == "router")
+    ok = True
+    try:
+        for pod in pods:
+            paths = dict(image, **mount_config_maps(pod, documents, scratch))
+            argv = command_line(pod, resolve, paths)
+            env = {e["name"]: e["value"] for e in pod.container.get("env", [])}
+            env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
+            print(f"== {pod.name}: {' '.join(argv)}", flush=True)
+            pod.log = open(os.path.join(scratch, pod.name + ".log"), "w")
+            pod.process = subprocess.Popen(argv, env=env, stdout=pod.log, stderr=subprocess.STDOUT)
+            if pod.workload["metadata"]["name"] == "router":
+                for p in pods:
+                    if p is not pod and (error := wait_serving(p, time.time() + 300, probe)):
+                        sys.exit(f"{p.name}: {error}\n" + open(p.log.name).read())
+        router = next(p for p in pods if p.workload["metadata"]["name"] == "router")
+        if error := wait_serving(router, time.time() + 300, probe):
+            sys.exit(f"router: {error}\n" + open(router.log.name).read())
+        print("== every pod's startup, readiness and liveness gRPC probes answer SERVING; "
+          "generating through the router", flush=True)
+        out = subprocess.run([os.path.join(bin_dir, "splitspec"), "generate", "--router",
+                              f"127.0.0.1:{router.named['grpc']}", "--prompt", "def add(a, b):\n",
+                              "--max-tokens", "16"], capture_output=True, text=True, timeout=300)
+        print(out.stdout + out.stderr)
+        if out.returncode != 0 or not out.stdout.strip():
+            print("FAIL: generation through the manifest-built deployment failed")
+            ok = False
+    finally:
+        for pod in reversed(pods):
+            if pod.process and pod.process.poll() is None:
+                pod.process.terminate()
+        for pod in pods:
+            if pod.process:
+                try:
+                    pod.process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    pod.process.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return ok
+
+
+def main():
+    mode, src, kubectl, extra = sys.argv[1:5]
+    probe = sys.argv[5] if mode == "loopback" else None
+    if not shutil.which(kubectl):
+        print(f"SKIP: {kubectl} is not installed (needs kubectl with kustomize >= v4)")
+        sys.exit(SKIP)
+    ok = check_render(src, kubectl, extra) if mode == "render" else check_loopback(src, kubectl, extra, probe)
+    print("PASS" if ok else "FAIL")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
