@@ -41,12 +41,12 @@ for target in "${targets[@]}"; do
   build-fuzz/bin/fuzz_"$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$crashes/" "$corpus" "tests/fuzz/corpus/$target" > "$log" 2>&1 || status=FAILED
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
   printf '%-20s %5ss %12s execs  corpus %5s  cov %6s  %s\n' "$target" "$seconds" "${execs:-?}" \
     "$(find "$corpus" -type f | wc -l)" "${cov:-?}" "$status"
   if [ "$status" != ok ]; then
     failed+=("$target")
-    grep -E "ERROR|FUZZ_CHECK|runtime error|Test unit written" "$log" | head -5 | sed 's/^/    /'
+    grep -E "ERROR|FUZZ_CHECK|runtime error|Test unit written" "$log" | head -5 | sed 's/^/    /' || true
   fi
 done
 if ((${#failed[@]})); then
