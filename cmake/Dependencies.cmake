@@ -6,3 +6,5 @@ find_package(nlohmann_json CONFIG REQUIRED)
 find_package(OpenMP REQUIRED)
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
+# Unicode categories and normalization forms for tokenizer.json (common/engine/tokenizer/hf).
+pkg_check_modules(ICU_UC REQUIRED IMPORTED_TARGET icu-uc)

@@ -2,7 +2,9 @@
 //   splitspec-drafter --model DIR --port P [--device cpu|cuda|cuda:N]
 //   splitspec-drafter --ngram [--ngram-min 1 --ngram-max 4] --port P
 // Other flags: --host (127.0.0.1), --max-draft-tokens (16), --kv-blocks (1024), --block-size
-// (16), --threads (0 = all cores), --drain-seconds (10), --metrics-port (9401; 0 = a free port,
+// (16), --threads (0 = all cores), --drain-seconds (10), --session-lease-seconds (300; idle
+// sessions are reclaimed after it, <= 0 = never), --max-sessions (1024), --max-history-tokens
+// (4194304, across all sessions; 0 = no cap), --metrics-port (9401; 0 = a free port,
 // -1 = no metrics server), --metrics-host (--host).
 // Prints "splitspec-drafter listening on HOST:PORT" once serving (--port 0 picks a free port),
 // then "splitspec-drafter metrics on HOST:PORT" (GET /metrics);
@@ -47,6 +49,9 @@ constexpr char kUsage[] =
     "  --block-size N           tokens per KV-cache block (16)\n"
     "  --threads N              CPU threads (0 = all cores)\n"
     "  --drain-seconds S        on SIGTERM/SIGINT, how long in-flight calls may finish (10)\n"
+    "  --session-lease-seconds S  idle sessions are reclaimed after S seconds (300; <= 0 = never)\n"
+    "  --max-sessions N         sessions held at once; more answer RESOURCE_EXHAUSTED (1024)\n"
+    "  --max-history-tokens N   committed tokens held over all sessions (4194304)\n"
     "  --metrics-port P|0|-1    GET /metrics port (9401; 0 = a free port, -1 = off)\n"
     "  --metrics-host H         address of the metrics server (--host)\n"
     "  --help                   print this help and exit\n"
@@ -72,11 +77,15 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto block_size = flags.GetInt("block-size", 16);
   auto threads = flags.GetInt("threads", 0);
   auto drain = flags.GetDouble("drain-seconds", 10);
+  auto lease = flags.GetDouble("session-lease-seconds", 300);
+  auto max_sessions = flags.GetInt("max-sessions", 1024);
+  auto max_history = flags.GetInt("max-history-tokens", 4 << 20);
   const std::string host = flags.GetString("host", "127.0.0.1");
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kDrafterMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", host);
   for (const absl::Status& s : {ngram_min.status(), ngram_max.status(), port.status(), max_draft.status(),
                                 kv_blocks.status(), block_size.status(), threads.status(), drain.status(),
+                                lease.status(), max_sessions.status(), max_history.status(),
                                 metrics_port.status(), flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
@@ -111,6 +120,9 @@ int Run(const splitspec::rpc::Flags& flags) {
   }
   splitspec::drafter::DrafterOptions core_options;
   core_options.max_draft_tokens = *max_draft;
+  core_options.session_lease_seconds = *lease;
+  core_options.max_sessions = *max_sessions;
+  core_options.max_history_tokens = *max_history;
   splitspec::drafter::DrafterCore core(std::move(proposer), core_options);
   splitspec::metrics::MetricsRegistry registry;
   auto worker_metrics = splitspec::metrics::WorkerMetrics::Create(registry, splitspec::metrics::WorkerRole::kDrafter);

@@ -1,9 +1,10 @@
 // splitspec-router: the public Generate service over a verifier and drafter pools.
 //   splitspec-router --verifier ADDR --drafter [NAME=]ADDR [--drafter ...] --port P
 //                    --policy none|static:K|smartspec|... [--policy-config FILE]
-// Other flags: --host (127.0.0.1), --tokenizer PATH (default: tokenizer.model in the verifier's
-// model dir; "none" = token ids only), --latency-model FILE, --max-queue (256), --max-running
-// (64), --max-k (8), --default-max-tokens (128), --worker-timeout-seconds (60),
+// Other flags: --host (127.0.0.1), --tokenizer PATH (a tokenizer.json, tokenizer.model or model
+// dir; default: the verifier's model dir, tokenizer.json there else tokenizer.model; "none" =
+// token ids only), --latency-model FILE, --max-queue (256), --max-running (64), --max-k (8),
+// --default-max-tokens (128), --worker-timeout-seconds (60),
 // --wait-seconds (60: how long to wait for the verifier at start), --drain-seconds (30),
 // --metrics-port (9400; 0 = a free port, -1 = no metrics server), --metrics-host (--host).
 // Prints "splitspec-router listening on HOST:PORT" once serving (--port 0 picks a free port),
@@ -17,7 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/engine/tokenizer/tokenizer.h"
+#include "common/engine/tokenizer/load_tokenizer.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/rpc/flags.h"
@@ -125,10 +126,10 @@ int Run(const rpc::Flags& flags) {
   if (tokenizer_path.empty()) {
     auto model_dir = verifier.ModelDir();
     if (!model_dir.ok()) return Die("asking the verifier for its model dir", model_dir.status());
-    tokenizer_path = *model_dir + "/tokenizer.model";
+    tokenizer_path = engine::TokenizerPathInModelDir(*model_dir);
   }
   if (tokenizer_path != "none") {
-    auto loaded = engine::Tokenizer::LoadFromFile(tokenizer_path);
+    auto loaded = engine::LoadTokenizer(tokenizer_path);
     if (!loaded.ok()) return Die("loading tokenizer " + tokenizer_path + " (use --tokenizer)", loaded.status());
     tokenizer = std::move(*loaded);
   }

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake pkg-config
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libsentencepiece-dev sentencepiece
-  libopenblas-dev libcpp-httplib-dev nlohmann-json3-dev prometheus prometheus-cpp-dev
+  libopenblas-dev libcpp-httplib-dev nlohmann-json3-dev libicu-dev prometheus prometheus-cpp-dev
   python3-torch python3-numpy python3-sentencepiece python3-matplotlib
   clang-14 libclang-rt-14-dev libomp-14-dev)
 missing=()

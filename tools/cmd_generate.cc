@@ -12,6 +12,7 @@
 #include "common/engine/model/llama_model.h"
 #include "common/engine/sampling/seed.h"
 #include "common/engine/cuda/select_backend.h"
+#include "common/engine/tokenizer/load_tokenizer.h"
 #include "common/engine/tokenizer/tokenizer.h"
 #include "router/service/text_stream.h"
 #include "tools/command.h"
@@ -43,15 +44,17 @@ int RunGenerate(const Args& args) {
                                                               : std::nullopt);
   const int threads = static_cast<int>(args.GetInt("threads", 0));
   const engine::DeviceSpec device = DeviceFlagOrExit(args);
+  engine::ModelLoadOptions load_options;
+  load_options.quantize = QuantizeFlagOrExit(args, device);
   args.CheckAllUsed();
 
-  auto tokenizer = engine::Tokenizer::LoadFromFile(model_dir + "/tokenizer.model");
+  auto tokenizer = engine::LoadTokenizer(model_dir);  // tokenizer.json, else tokenizer.model
   if (!tokenizer.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(tokenizer.status().message()).c_str());
     return 1;
   }
   std::unique_ptr<engine::Backend> backend = CreateBackendOrExit(device, threads);
-  auto model = engine::LlamaModel::Load(model_dir, *backend);
+  auto model = engine::LlamaModel::Load(model_dir, *backend, load_options);
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(model.status().message()).c_str());
     return 1;
@@ -109,7 +112,8 @@ const RegisterCommand kRegister(
     "  --top-p P                 1 = no nucleus cut (1)\n"
     "  --seed S                  sampling seed (unset: a fresh one, printed at the end)\n"
     "  --device cpu|cuda|cuda:N  where the model runs (cpu; --model only)\n"
-    "  --threads N               CPU threads (0 = all cores; --model only)\n",
+    "  --threads N               CPU threads (0 = all cores; --model only)\n"
+    "  --quantize none|int8      int8: quantize the matrices at load (Q8_0, CPU only; --model only) (none)\n",
     RunGenerate);
 
 }  // namespace

@@ -1,7 +1,8 @@
 // splitspec-verifier: serves the Verifier gRPC service over the target model.
 //   splitspec-verifier --model DIR --port P [--device cpu|cuda|cuda:N]
 // Other flags: --host (127.0.0.1), --max-draft-tokens (64), --kv-blocks (1024), --block-size
-// (16), --threads (per rank; 0 = all cores, split between ranks as threads), --drain-seconds
+// (16), --max-context (0 = the model's max_position_embeddings), --session-lease-seconds
+// (300; idle sessions are reclaimed after it, <= 0 = never), --max-sessions (4096), --threads (per rank; 0 = all cores, split between ranks as threads), --drain-seconds
 // (10), --metrics-port (9402; 0 = a free port, -1 = no metrics server), --metrics-host (--host).
 // Prints "splitspec-verifier listening on HOST:PORT" once serving (--port 0 picks a free port),
 // then "splitspec-verifier metrics on HOST:PORT" (GET /metrics);
@@ -60,6 +61,9 @@ constexpr char kUsage[] =
     "  --tp-rank R              with --device cuda: this process is rank R of --tp N over NCCL\n"
     "  --tp-id-file F           rank 0 writes the NCCL group id to F; ranks 1..N-1 read it\n"
     "  --drain-seconds S        on SIGTERM/SIGINT, how long in-flight calls may finish (10)\n"
+    "  --max-context TOKENS     longest sequence served (0 = the model's max_position_embeddings)\n"
+    "  --session-lease-seconds S  idle sessions are reclaimed after S seconds (300; <= 0 = never)\n"
+    "  --max-sessions N         sessions held at once; more answer RESOURCE_EXHAUSTED (4096)\n"
     "  --metrics-port P|0|-1    GET /metrics port (9402; 0 = a free port, -1 = off)\n"
     "  --metrics-host H         address of the metrics server (--host)\n"
     "  --help                   print this help and exit\n"
@@ -191,6 +195,9 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto max_draft = flags.GetInt("max-draft-tokens", 64);
   auto kv_blocks = flags.GetInt("kv-blocks", 1024);
   auto block_size = flags.GetInt("block-size", 16);
+  auto max_context = flags.GetInt("max-context", 0);
+  auto lease = flags.GetDouble("session-lease-seconds", 300);
+  auto max_sessions = flags.GetInt("max-sessions", 4096);
   auto threads = flags.GetInt("threads", 0);
   auto tp = flags.GetInt("tp", 1);
   const bool multi_process = flags.Has("tp-rank");
@@ -201,7 +208,7 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kVerifierMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", host);
   for (const absl::Status& s : {port.status(), max_draft.status(), kv_blocks.status(), block_size.status(),
-                                threads.status(), tp.status(), tp_rank.status(), drain.status(),
+                                max_context.status(), lease.status(), max_sessions.status(), threads.status(), tp.status(), tp_rank.status(), drain.status(),
                                 metrics_port.status(), flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
@@ -212,6 +219,9 @@ int Run(const splitspec::rpc::Flags& flags) {
   options.kv_blocks = *kv_blocks;
   options.block_size = *block_size;
   options.max_draft_tokens = *max_draft;
+  options.max_context_tokens = *max_context;
+  options.session_lease_seconds = *lease;
+  options.max_sessions = *max_sessions;
   options.n_threads = *threads;
   options.tp_size = *tp;
 

@@ -1,0 +1,152 @@
+// tokenizer.json decoders (see decoders.h).
+#include "common/engine/tokenizer/hf/decoders.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/engine/tokenizer/hf/byte_level.h"
+#include "nlohmann/json.hpp"
+
+namespace splitspec::engine::hf {
+namespace {
+
+// Byte value of a "<0xAB>" token, or -1.
+int ByteTokenValue(const std::string& text) {
+  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') return -1;
+  int value = 0;
+  for (int i = 3; i < 5; ++i) {
+    const char h = text[i];
+    value *= 16;
+    if (h >= '0' && h <= '9') value += h - '0';
+    else if (h >= 'A' && h <= 'F') value += h - 'A' + 10;
+    else if (h >= 'a' && h <= 'f') value += h - 'a' + 10;
+    else return -1;
+  }
+  return value;
+}
+
+}  // namespace
+
+absl::StatusOr<Decoders> Decoders::FromJson(const nlohmann::json& config) {
+  Decoders decoders;
+  if (config.is_null()) return decoders;
+  if (absl::Status s = decoders.Add(config); !s.ok()) return s;
+  return decoders;
+}
+
+absl::Status Decoders::Add(const nlohmann::json& config) {
+  if (!config.is_object() || !config.contains("type") || !config["type"].is_string()) {
+    return absl::InvalidArgumentError("tokenizer.json: a decoder without a \"type\"");
+  }
+  const std::string type = config["type"].get<std::string>();
+  Step step;
+  if (type == "Sequence") {
+    for (const nlohmann::json& child : config.value("decoders", nlohmann::json::array())) {
+      if (absl::Status s = Add(child); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  } else if (type == "ByteLevel") {
+    step.kind = Step::kByteLevel;
+  } else if (type == "Replace") {
+    step.kind = Step::kReplace;
+    const nlohmann::json pattern = config.value("pattern", nlohmann::json());
+    if (!pattern.is_object() || !pattern.contains("String") || !pattern["String"].is_string()) {
+      return absl::UnimplementedError("tokenizer.json: Replace decoder with a non-string pattern is not supported");
+    }
+    step.pattern = pattern["String"].get<std::string>();
+    step.content = config.value("content", std::string());
+  } else if (type == "ByteFallback") {
+    step.kind = Step::kByteFallback;
+  } else if (type == "Fuse") {
+    step.kind = Step::kFuse;
+  } else if (type == "Strip") {
+    step.kind = Step::kStrip;
+    step.content = config.value("content", std::string(" "));
+    step.start = config.value("start", 0);
+    step.stop = config.value("stop", 0);
+  } else if (type == "Metaspace") {
+    step.kind = Step::kMetaspace;
+    step.content = config.value("replacement", std::string("\xE2\x96\x81"));
+    const std::string scheme = config.value("prepend_scheme", std::string());
+    step.prepend = scheme.empty() ? config.value("add_prefix_space", true) : scheme != "never";
+  } else {
+    return absl::UnimplementedError(absl::StrCat("tokenizer.json: decoder \"", type, "\" is not supported"));
+  }
+  steps_.push_back(std::move(step));
+  return absl::OkStatus();
+}
+
+void Decoders::ApplyStep(const Step& step, std::vector<DecodePiece>* pieces) {
+  switch (step.kind) {
+    case Step::kByteLevel: {
+      // Runs of byte-level tokens become their bytes; added tokens stay as they are.
+      std::vector<DecodePiece> out;
+      for (DecodePiece& piece : *pieces) {
+        if (piece.added) {
+          out.push_back(std::move(piece));
+          continue;
+        }
+        if (out.empty() || out.back().added) out.push_back({});
+        AppendBytesOfByteLevel(piece.text, &out.back().text);
+      }
+      *pieces = std::move(out);
+      return;
+    }
+    case Step::kReplace:
+      for (DecodePiece& piece : *pieces) {
+        if (!step.pattern.empty()) piece.text = absl::StrReplaceAll(piece.text, {{step.pattern, step.content}});
+      }
+      return;
+    case Step::kByteFallback: {
+      // Consecutive <0xAB> tokens become their bytes (whole characters or not: see the header).
+      std::vector<DecodePiece> out;
+      bool previous_bytes = false;
+      for (DecodePiece& piece : *pieces) {
+        const int byte = piece.added ? -1 : ByteTokenValue(piece.text);
+        if (byte < 0) {
+          out.push_back(std::move(piece));
+          previous_bytes = false;
+          continue;
+        }
+        if (!previous_bytes) out.push_back({});
+        out.back().text.push_back(static_cast<char>(byte));
+        previous_bytes = true;
+      }
+      *pieces = std::move(out);
+      return;
+    }
+    case Step::kFuse: {
+      DecodePiece fused;
+      for (const DecodePiece& piece : *pieces) fused.text += piece.text;
+      pieces->assign(1, std::move(fused));
+      return;
+    }
+    case Step::kStrip:
+      for (DecodePiece& piece : *pieces) {
+        for (int i = 0; i < step.start && piece.text.compare(0, step.content.size(), step.content) == 0; ++i) {
+          piece.text.erase(0, step.content.size());
+        }
+        for (int i = 0; i < step.stop && piece.text.size() >= step.content.size() &&
+                        piece.text.compare(piece.text.size() - step.content.size(), step.content.size(), step.content) == 0;
+             ++i) {
+          piece.text.resize(piece.text.size() - step.content.size());
+        }
+      }
+      return;
+    case Step::kMetaspace:
+      for (size_t i = 0; i < pieces->size(); ++i) {
+        DecodePiece& piece = (*pieces)[i];
+        piece.text = absl::StrReplaceAll(piece.text, {{step.content, " "}});
+        if (i == 0 && step.prepend && !piece.text.empty() && piece.text[0] == ' ') piece.text.erase(0, 1);
+      }
+      return;
+  }
+}
+
+std::string Decoders::Apply(std::vector<DecodePiece> pieces) const {
+  for (const Step& step : steps_) ApplyStep(step, &pieces);
+  std::string text;
+  for (const DecodePiece& piece : pieces) text += piece.text;
+  return text;
+}
+
+}  // namespace splitspec::engine::hf

@@ -1,0 +1,45 @@
+// tokenizer.json decoders: Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip and
+// Metaspace, applied to the token strings of a decode. They produce bytes: text cut in the
+// middle of a character stays cut, so the caller decides between holding back (streaming)
+// and U+FFFD (final text). Any other type is a load-time error naming it.
+#ifndef SPLITSPEC_COMMON_ENGINE_TOKENIZER_HF_DECODERS_H_
+#define SPLITSPEC_COMMON_ENGINE_TOKENIZER_HF_DECODERS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json_fwd.hpp"
+
+namespace splitspec::engine::hf {
+
+// One token's text on its way through the decoders. Added tokens ("<|im_start|>") are plain
+// text and pass the byte-level step unchanged.
+struct DecodePiece {
+  std::string text;
+  bool added = false;
+};
+
+// Immutable after FromJson(); thread-safe.
+class Decoders {
+ public:
+  // `config` is tokenizer.json's "decoder" value (null: token strings are concatenated).
+  static absl::StatusOr<Decoders> FromJson(const nlohmann::json& config);
+  std::string Apply(std::vector<DecodePiece> pieces) const;
+
+ private:
+  struct Step {
+    enum Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip, kMetaspace } kind = kFuse;
+    std::string pattern, content;  // kReplace; kStrip: content; kMetaspace: replacement
+    int start = 0, stop = 0;       // kStrip
+    bool prepend = true;           // kMetaspace: whether a leading marker was added
+  };
+  absl::Status Add(const nlohmann::json& config);
+  static void ApplyStep(const Step& step, std::vector<DecodePiece>* pieces);
+
+  std::vector<Step> steps_;
+};
+
+}  // namespace splitspec::engine::hf
+
+#endif  // SPLITSPEC_COMMON_ENGINE_TOKENIZER_HF_DECODERS_H_
