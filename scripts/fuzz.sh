@@ -17,7 +17,7 @@ cxx=$(command -v clang++-14 || command -v clang++ || true)
 cc=$(command -v clang-14 || command -v clang || true)
 [ -n "$cxx" ] && [ -n "$cc" ] || { echo "fuzz.sh needs clang (Debian: clang-14 libclang-rt-14-dev libomp-14-dev)" >&2; exit 2; }
 
-all_targets=(safetensors_header model_config tokenizer_model tokenizer_text draft_tree verify_request
+all_targets=(safetensors_header model_config tokenizer_model tokenizer_text tokenizer_json chat_template draft_tree verify_request
   prefill_request propose_request)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
