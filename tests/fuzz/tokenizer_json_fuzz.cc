@@ -4,11 +4,13 @@
 // streaming decode shows what the whole decode shows.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "common/engine/tokenizer/hf/hf_tokenizer.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -30,6 +32,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     previous.push_back(id);
   }
   // Only a character left unfinished at the very end may still be held back by the stream.
+  if (decoded.compare(0, streamed.size(), streamed) != 0) {
+    std::fprintf(stderr, "decoded:  %s\nstreamed: %s\n", absl::CEscape(decoded).c_str(), absl::CEscape(streamed).c_str());
+  }
   FUZZ_CHECK(decoded.compare(0, streamed.size(), streamed) == 0);
   std::vector<int32_t> all;
   for (int32_t id = -2; id < t.vocab_size() + 2 && id < 4096; ++id) all.push_back(id);
