@@ -3,7 +3,7 @@
 #   1. the Release build of everything, all tests;
 #   2. an AddressSanitizer + UBSan build of the CPU core (engine, tokenizer, model files,
 #      sampling, speculative core), its unit tests and the fuzz corpus replays;
-#   3. the libFuzzer targets (scripts/fuzz.sh), SPLITSPEC_FUZZ_SECONDS (20) each.
+#   3. the libFuzzer targets (scripts/fuzz.sh), SPLITSPEC_FUZZ_SECONDS (10) each.
 # SPLITSPEC_SKIP_ASAN=1 skips step 2 and SPLITSPEC_SKIP_FUZZ=1 step 3, for a quick local run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,5 +28,5 @@ fi
 
 if [ "${SPLITSPEC_SKIP_FUZZ:-0}" != 1 ]; then
   echo "== fuzzing every decoder of untrusted bytes (clang, libFuzzer + ASan + UBSan, build-fuzz/)"
-  scripts/fuzz.sh "${SPLITSPEC_FUZZ_SECONDS:-20}"
+  scripts/fuzz.sh "${SPLITSPEC_FUZZ_SECONDS:-10}"
 fi

@@ -95,7 +95,8 @@ int RunGenerate(const Args& args) {
   const std::string seed = options.sampling.greedy()
                                ? std::string()
                                : ", seed " + std::to_string(options.sampling.seed);
-  std::fprintf(stderr, "\n[%zu prompt tokens, %zu generated in %.3f s: prefill+first token %.1f ms, decode %.1f tokens/s%s]\n",
+  std::fprintf(stderr,
+               "\n[%zu prompt tokens, %zu generated in %.3f s: prefill+first token %.1f ms, decode %.1f tokens/s%s]\n",
                prompt_tokens.size(), n, total, (total - decode) * 1e3, n > 1 ? (n - 1) / decode : 0.0, seed.c_str());
   return 0;
 }

@@ -177,7 +177,8 @@ absl::StatusOr<spec::WorkerInfo> ConnectWorkers(rpc::VerifierClient& verifier, P
   const std::vector<int32_t>& depths = request.grid.depths;
   const int32_t max_depth = *std::max_element(depths.begin(), depths.end());
   if (max_depth > verifier_info->max_draft_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("--depths: ", max_depth, " is above the verifier's max draft tokens ",
+    return absl::InvalidArgumentError(absl::StrCat("--depths: ", max_depth,
+                                                   " is above the verifier's max draft tokens ",
                                                    verifier_info->max_draft_tokens));
   }
   std::printf("profiling verifier %s (%s): %s\n", request.verifier_address.c_str(),
@@ -237,7 +238,9 @@ absl::StatusOr<FittedModel> FitLatencyModel(const Profiler& profiler, const std:
   bool constrained = false;
   size_t discarded = 0;
   auto target_fit = FitRobust(profiler.target_samples(), &constrained, &discarded);
-  if (!target_fit.ok()) return absl::Status(target_fit.status().code(), absl::StrCat("target fit: ", target_fit.status().message()));
+  if (!target_fit.ok()) {
+    return absl::Status(target_fit.status().code(), absl::StrCat("target fit: ", target_fit.status().message()));
+  }
   // Start from a model with no drafters (the default constructor carries the A100 ones).
   auto model = router::LatencyModel::FromJson({{"target", {{"alpha", 0}, {"gamma", 0}, {"delta", 0}}}});
   if (!model.ok()) return model.status();

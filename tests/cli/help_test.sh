@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Every binary and every `splitspec` subcommand answers --help (and -h) with its usage on
-# stdout, exit status 0 and nothing on stderr, and the usage names the flags the binary reads.
-# Usage: help_test.sh SPLITSPEC VERIFIER DRAFTER ROUTER
+# stdout, exit status 0 and nothing on stderr, and the usage names every flag the binary reads
+# (found in its main.cc / tools/cmd_<command>.cc, so a new flag without help text fails here).
+# Usage: help_test.sh SPLITSPEC VERIFIER DRAFTER ROUTER SOURCE_DIR
 set -uo pipefail
-cli=$1 verifier=$2 drafter=$3 router=$4
+cli=$1 verifier=$2 drafter=$3 router=$4 src=$5
 failures=0
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
@@ -32,13 +33,18 @@ expect_help() {
   done
 }
 
-verifier_flags=(--model --device --host --port --max-draft-tokens --kv-blocks --block-size --threads --tp
-  --tp-rank --tp-id-file --drain-seconds --metrics-port --metrics-host)
-drafter_flags=(--model --device --ngram --ngram-min --ngram-max --host --port --max-draft-tokens --kv-blocks
-  --block-size --threads --drain-seconds --metrics-port --metrics-host)
-router_flags=(--verifier --drafter --host --port --policy --policy-config --tokenizer --latency-model
-  --max-queue --max-running --max-k --default-max-tokens --worker-timeout-seconds --wait-seconds
-  --drain-seconds --metrics-port --metrics-host)
+# The flags a source file reads: flags.GetX("name") in the services, args.GetX("name") in the CLI.
+flags_read_by() {
+  grep -o -E '(flags|args)\.(Has|GetString|GetInt|GetDouble|GetAll|Require)\("[a-z0-9-]+"' "$1" |
+    sed -E 's/.*\("([a-z0-9-]+)"/--\1/' | sort -u
+}
+mapfile -t verifier_flags < <(flags_read_by "$src/verifier/main.cc")
+mapfile -t drafter_flags < <(flags_read_by "$src/drafter/main.cc")
+mapfile -t router_flags < <(flags_read_by "$src/router/main.cc")
+for list in verifier_flags drafter_flags router_flags; do
+  declare -n flags_ref=$list
+  [ "${#flags_ref[@]}" -gt 5 ] || fail "found only ${#flags_ref[@]} flags for ${list%_flags} in its main.cc"
+done
 
 for help in --help -h; do
   expect_help splitspec-verifier -- "$verifier" "$help" -- "${verifier_flags[@]}"
@@ -52,18 +58,11 @@ expect_help splitspec-router -- "$router" --verifier 127.0.0.1:1 --port 0 --help
 expect_help splitspec -- "$cli" --help --
 commands=$(awk '/^commands:/ {on = 1; next} on && NF {print $1}' "$out")
 [ -n "$commands" ] || fail "'splitspec --help' lists no commands"
-declare -A command_flags=(
-  [bench]="--router --workload --rates --concurrency --duration --out-prefix"
-  [bench-engine]="--model --device --context --steps --threads"
-  [generate]="--model --router --prompt --max-tokens --temperature --top-k --top-p --seed --device"
-  [generate-remote]="--router --prompt --max-tokens --stop --ignore-eos --drafter --seed --quiet"
-  [make-model]="--out --preset --dtype --seed --draft-of --layers --corpus"
-  [profile]="--verifier --drafter --out --batch-sizes --contexts --depths --repeats"
-  [simulate]="--policies --rates --requests --latency-model --json"
-)
 for command in $commands; do
-  # shellcheck disable=SC2086 # the flag list splits on spaces
-  expect_help "splitspec $command" -- "$cli" "$command" --help -- ${command_flags[$command]:-}
+  source_file="$src/tools/cmd_${command//-/_}.cc"
+  command_flags=()
+  [ -f "$source_file" ] && mapfile -t command_flags < <(flags_read_by "$source_file")
+  expect_help "splitspec $command" -- "$cli" "$command" --help -- "${command_flags[@]}"
   grep -q -- '--[a-z]' <(grep -v -- '--help' "$out") || fail "'splitspec $command --help' lists no flags"
 done
 

@@ -121,6 +121,62 @@ def tokenizer_model_seeds():
     shutil.copy(ROOT / "models" / "target" / "tokenizer.model", CORPUS / "tokenizer_model" / "seed-bundled")
 
 
+# ---- tokenizer.json ----------------------------------------------------------------------
+def tokenizer_json_seeds():
+    byte_level = {
+        "added_tokens": [{"id": 6, "content": "<|end|>", "special": True},
+                         {"id": 7, "content": "<tool>", "special": False}],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+        "post_processor": {"type": "ByteLevel"},
+        "decoder": {"type": "ByteLevel"},
+        "model": {"type": "BPE", "vocab": {"\u00c3": 0, "\u00a9": 1, "a": 2, "\u0120": 3, "\u0120a": 4, "aa": 5},
+                  "merges": ["\u0120 a", "a a"]}}
+    write("tokenizer_json", "byte-level-bpe", json.dumps(byte_level))
+    split = dict(byte_level)
+    split["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}| ?\\p{L}+|\\s+(?!\\S)|\\s+"},
+         "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    write("tokenizer_json", "split-regex", json.dumps(split))
+    sp_style = {
+        "added_tokens": [{"id": 0, "content": "<unk>", "special": True},
+                         {"id": 1, "content": "<s>", "special": True},
+                         {"id": 2, "content": "</s>", "special": True}],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"}, {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+        "pre_tokenizer": None,
+        "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                                    {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
+            {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "byte_fallback": True, "fuse_unk": True, "unk_token": "<unk>",
+                  "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "<0x0A>": 3, "<0xC3>": 4, "<0xA9>": 5,
+                            "\u2581": 6, "h": 7, "i": 8, "hi": 9, "\u2581hi": 10},
+                  "merges": ["h i", "\u2581 hi"]}}
+    write("tokenizer_json", "sentencepiece-style", json.dumps(sp_style))
+
+
+# ---- chat templates ----------------------------------------------------------------------
+def chat_template_seeds():
+    write("chat_template", "llama3-like",
+          "{{ bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
+          "{{ message['content'] | trim }}<|eot_id|>{% endfor %}"
+          "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
+    write("chat_template", "namespace-and-filters",
+          "{%- set ns = namespace(system='') -%}{%- for m in messages -%}{%- if m.role == 'system' -%}"
+          "{%- set ns.system = m.content -%}{%- elif loop.index0 is even -%}[{{ loop.index }}] {{ m.content | upper }}"
+          "{%- else -%}{{ m.content[:3] ~ '...' if m.content | length > 3 else m.content }}{%- endif -%}"
+          "{%- endfor -%}{{ ns.system | tojson }}{% if messages | length > 5 %}{{ raise_exception('too long') }}{% endif %}")
+    write("chat_template", "tools-and-dicts",
+          "{% for m in messages %}{% if m.tool_calls is defined %}{% for c in m.tool_calls %}"
+          "{{ c.name }}({{ c.arguments | tojson }}){% endfor %}{% endif %}{% for k, v in {'a': 1, 'b': [1, 2]}.items() %}"
+          "{{ k }}={{ v }}{% endfor %}{{ m.get('content', 'none').split(' ') | join(',') }}{% endfor %}"
+          "{{ range(3) | list }}{{ '%s' if true else 'x' }}")
+
+
 # ---- prompt text -------------------------------------------------------------------------
 def tokenizer_text_seeds():
     write("tokenizer_text", "code", 'class Stack:\n    """A stack."""\n\n    def push(self, x):\n        self.items.append(x)\n')
@@ -182,6 +238,8 @@ def main():
     config_seeds()
     tokenizer_model_seeds()
     tokenizer_text_seeds()
+    tokenizer_json_seeds()
+    chat_template_seeds()
     rpc_seeds()
     for d in sorted(CORPUS.iterdir()):
         print(f"{d.relative_to(ROOT)}: {len(list(d.iterdir()))} files")

@@ -32,7 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(config->n_heads > 0 && config->n_heads_kv > 0 && config->head_dim > 0);
   FUZZ_CHECK(config->n_heads % config->n_heads_kv == 0);
   FUZZ_CHECK(config->vocab_size > 0 && config->max_position_embeddings > 0);
-  absl::StatusOr<ModelConfig> again = splitspec::engine::ParseModelConfig(splitspec::engine::ModelConfigToJson(*config));
+  const std::string written = splitspec::engine::ModelConfigToJson(*config);
+  absl::StatusOr<ModelConfig> again = splitspec::engine::ParseModelConfig(written);
   FUZZ_CHECK_OK(again);
   FUZZ_CHECK(SameConfig(*config, *again));
   return 0;

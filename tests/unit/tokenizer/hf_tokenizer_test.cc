@@ -75,6 +75,21 @@ TEST(HfTokenizerTest, UnsupportedComponentsAreNamed) {
   }
 }
 
+// Found by fuzzing (tests/fuzz/corpus/tokenizer_json/crash-strip-two-characters): a Strip
+// decoder with a two-character content loaded, and streaming then showed text that decoding
+// the whole sequence did not.
+TEST(HfTokenizerTest, StripDecoderContentIsOneCharacter) {
+  for (const char* content : {"  ", "", "ab"}) {
+    nlohmann::json tokenizer = ByteLevelTokenizer();
+    tokenizer["decoder"] = {{"type", "Strip"}, {"content", content}, {"start", 1}, {"stop", 0}};
+    auto loaded = LoadHfTokenizerFromJson(tokenizer.dump(), "");
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument) << "'" << content << "'";
+  }
+  nlohmann::json tokenizer = ByteLevelTokenizer();
+  tokenizer["decoder"] = {{"type", "Strip"}, {"content", "\xE2\x96\x81"}, {"start", 1}, {"stop", 0}};
+  EXPECT_TRUE(LoadHfTokenizerFromJson(tokenizer.dump(), "").ok());
+}
+
 TEST(HfTokenizerTest, BrokenFilesAreErrors) {
   EXPECT_FALSE(LoadHfTokenizerFromJson("{not json", "").ok());
   EXPECT_FALSE(LoadHfTokenizerFromJson("[]", "").ok());

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/engine/tokenizer/hf/byte_level.h"
+#include "common/engine/tokenizer/utf8.h"
 #include "nlohmann/json.hpp"
 
 namespace splitspec::engine::hf {
@@ -61,6 +62,13 @@ absl::Status Decoders::Add(const nlohmann::json& config) {
   } else if (type == "Strip") {
     step.kind = Step::kStrip;
     step.content = config.value("content", std::string(" "));
+    // Hugging Face's Strip removes one character (a Rust `char`); a longer or empty content
+    // would strip differently when streaming than when decoding at once, or loop for nothing.
+    size_t length = 0;
+    if (step.content.empty() || !tokenizer_internal::DecodeValidUtf8Prefix(step.content, &length) ||
+        length != step.content.size()) {
+      return absl::InvalidArgumentError("tokenizer.json: Strip decoder content must be exactly one character");
+    }
     step.start = config.value("start", 0);
     step.stop = config.value("stop", 0);
   } else if (type == "Metaspace") {
