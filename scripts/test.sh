@@ -3,8 +3,13 @@
 #   1. the Release build of everything, all tests;
 #   2. an AddressSanitizer + UBSan build of the CPU core (engine, tokenizer, model files,
 #      sampling, speculative core), its unit tests and the fuzz corpus replays;
-#   3. the libFuzzer targets (scripts/fuzz.sh), SPLITSPEC_FUZZ_SECONDS (10) each.
-# SPLITSPEC_SKIP_ASAN=1 skips step 2 and SPLITSPEC_SKIP_FUZZ=1 step 3, for a quick local run.
+#   3. a ThreadSanitizer build of the CUDA backend over the CPU emulation and its kernel-level
+#      tests (every CUDA thread a TSan fiber: a missing barrier is a reported race). The
+#      model-scale forward tests run the same kernels and stay in step 1 (under TSan they
+#      would add minutes);
+#   4. the libFuzzer targets (scripts/fuzz.sh), SPLITSPEC_FUZZ_SECONDS (10) each.
+# SPLITSPEC_SKIP_ASAN=1 / SPLITSPEC_SKIP_TSAN=1 / SPLITSPEC_SKIP_FUZZ=1 skip step 2 / 3 / 4 for a
+# quick local run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -18,12 +23,24 @@ ctest --test-dir build --output-on-failure -j 2 --timeout 900
 if [ "${SPLITSPEC_SKIP_ASAN:-0}" != 1 ]; then
   echo "== building the CPU core with AddressSanitizer + UBSan (build-asan/)"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPLITSPEC_SANITIZE=address,undefined \
-    "-DSPLITSPEC_COMPONENTS=common/engine;common/spec;tests" \
+    -DSPLITSPEC_CUDA_EMULATION=OFF "-DSPLITSPEC_COMPONENTS=common/engine;common/spec;tests" \
     "-DSPLITSPEC_TEST_FILTER=^(unit/(engine|tokenizer|model_io|sampling|spec)|fuzz)$" > build-asan-configure.log 2>&1 ||
     { cat build-asan-configure.log; exit 1; }
   cmake --build build-asan -j "$(nproc)"
   echo "== running tests (ASan + UBSan)"
   ctest --test-dir build-asan --output-on-failure -j 2 --timeout 900
+fi
+
+if [ "${SPLITSPEC_SKIP_TSAN:-0}" != 1 ]; then
+  echo "== building the emulated CUDA backend with ThreadSanitizer (build-tsan/)"
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPLITSPEC_SANITIZE=thread -DSPLITSPEC_CUDA=OFF \
+    "-DSPLITSPEC_COMPONENTS=common/engine;tests" "-DSPLITSPEC_TEST_FILTER=^unit/cuda$" > build-tsan-configure.log 2>&1 ||
+    { cat build-tsan-configure.log; exit 1; }
+  cmake --build build-tsan -j "$(nproc)" --target cuda_emulated_test
+  echo "== running the emulated CUDA kernel tests (ThreadSanitizer)"
+  # One OpenMP thread: the CPU reference backend's libgomp is not instrumented.
+  OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 \
+    ctest --test-dir build-tsan --output-on-failure -j 2 --timeout 900 -L cuda_emulated -E CudaForwardTest
 fi
 
 if [ "${SPLITSPEC_SKIP_FUZZ:-0}" != 1 ]; then

@@ -168,6 +168,10 @@ void Executor::RunBlock() {
   std::memset(static_cast<void*>(shared_.data()), 0xff, shared_.size() * sizeof(float4));
   live_ = n_threads_;
   at_barrier_ = 0;
+  // Happens-before from the host to the block's threads and from them back at its end. This
+  // orders the blocks of a launch one after another for TSan too (a block's __shared__
+  // variables live at the same addresses as the previous block's), so races between blocks of
+  // one launch are not reported; races between the threads of a block are.
   TsanRelease(&start_object_);
   while (live_ > 0 && !faulted_) {
     bool progressed = false;
@@ -205,12 +209,14 @@ void Executor::Resume(CudaThread& thread) {
 
 void Executor::Yield() {
   CudaThread& thread = *current_;
+  // Whatever this thread did so far is ordered before the host's return from the launch, even
+  // if a fault abandons the thread here.
+  TsanRelease(&end_object_);
   SwitchContext(thread.fiber->context(), host_);
   // Resumed by the scheduler (which set current_ back to this thread).
 }
 
 void Executor::ThreadExited(CudaThread& thread) {
-  TsanRelease(&end_object_);
   thread.state = ThreadState::kExited;
   --live_;
   WarpState& warp = warps_[thread.linear / 32];
@@ -332,6 +338,7 @@ void Executor::Fault(const std::string& what) {
   fault_ = "kernel fault in block (" + std::to_string(block_idx_.x) + "," + std::to_string(block_idx_.y) + "," +
            std::to_string(block_idx_.z) + ") thread (" + std::to_string(thread.index.x) + "," +
            std::to_string(thread.index.y) + "," + std::to_string(thread.index.z) + "): " + what;
+  TsanRelease(&end_object_);  // the host reads fault_, built on this fiber
   // Abandon this CUDA thread: the scheduler stops the launch and restarts every fiber.
   SwitchContext(current_->fiber->context(), host_);
   std::abort();  // never resumed

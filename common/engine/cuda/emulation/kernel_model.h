@@ -22,8 +22,11 @@
 //  - atomics are atomic; __half / __nv_bfloat16 convert with round-to-nearest-even as CUDA's
 //    __float2half_rn / __float2bfloat16_rn (NaN becomes the canonical 0x7fff of both).
 // Under ThreadSanitizer (SPLITSPEC_CUDA_EMULATION_TSAN) every CUDA thread is a TSan fiber and
-// the only happens-before edges between them are the ones CUDA gives: __syncthreads, __syncwarp,
-// atomics, and the start and end of the launch. A missing barrier is then reported as a race.
+// the only happens-before edges between the threads of a block are the ones CUDA gives:
+// __syncthreads and __syncwarp (shuffles and votes exchange values, not memory ordering;
+// atomics are atomic accesses). A missing barrier is then reported as a race. Blocks are
+// ordered one after another (their __shared__ variables share addresses), so races between
+// blocks of one launch are not reported.
 //
 // The supported subset (keep the kernels inside it; anything else fails to compile):
 //  - qualifiers __global__ __device__ __host__ __forceinline__ __shared__ (static only: dynamic
