@@ -73,6 +73,7 @@ int Run(const Args& args) {
   options.attention_bias = OptionalSwitch(args, "attention-bias");
   options.rope_llama3 = OptionalSwitch(args, "rope-llama3");
   options.corpus = args.GetString("corpus");
+  options.hf_tokenizer_dir = args.GetString("hf-tokenizer");
   options.progress = PrintProgress;
   args.CheckAllUsed();
   std::fprintf(stderr, "make-model: preset %s, %s, seed %llu -> %s\n", options.preset.c_str(),
@@ -90,7 +91,8 @@ int Run(const Args& args) {
 const RegisterCommand kRegister(
     "make-model",
     "write a random Llama model dir: --preset tiny|small|medium --out DIR [--dtype f32|f16|bf16] "
-    "[--seed S] [--tie-embeddings] [--attention-bias] [--rope-llama3] [--corpus FILE]; or "
+    "[--seed S] [--tie-embeddings] [--attention-bias] [--rope-llama3] [--corpus FILE] "
+    "[--hf-tokenizer DIR (copy its tokenizer.json + tokenizer_config.json; vocab sized to it)]; or "
     "--draft-of TARGET_DIR --layers N --out DIR",
     Run);
 
