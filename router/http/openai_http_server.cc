@@ -277,8 +277,18 @@ absl::Status OpenAiHttpServer::Start() {
   }
   port_.store(port);
   httplib::Server* raw = server_.get();
-  thread_ = std::thread([raw] { raw->listen_after_bind(); });
-  while (!raw->is_running()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  listen_returned_.store(false);
+  thread_ = std::thread([this, raw] {
+    raw->listen_after_bind();
+    listen_returned_.store(true);
+  });
+  // stop() is a no-op until the listen loop runs: wait for it (or for its failure).
+  while (!raw->is_running() && !listen_returned_.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  if (!raw->is_running()) {
+    thread_.join();
+    server_.reset();
+    return absl::InternalError("HTTP server: the listen loop failed to start");
+  }
   return absl::OkStatus();
 }
 

@@ -5,7 +5,9 @@
 //
 // Client disconnects cancel the request: streams notice on their next write, and every
 // response that waits writes a keep-alive (an SSE comment, or a space before a JSON body)
-// each second, so a client that went away is found within about two seconds.
+// each second, so a client that went away is found within about two seconds. (A JSON response
+// still running after one second is thereby committed to status 200: a worker failure after
+// that point arrives as an OpenAI error body with status 200.)
 // Thread-safety: Start/Stop from the owning thread; handlers run on the server's pool and use
 // only RouterCore's thread-safe entry points and const tokenizer / template methods.
 #ifndef SPLITSPEC_ROUTER_HTTP_OPENAI_HTTP_SERVER_H_
@@ -68,6 +70,7 @@ class OpenAiHttpServer {
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   std::atomic<int> port_{0};
+  std::atomic<bool> listen_returned_{false};
   std::atomic<uint64_t> next_id_{1};
 };
 
