@@ -8,7 +8,8 @@ Reads OUT_DIR/settings.json and OUT_DIR/pass<N>/<policy>-<rate>.json (`splitspec
   1. mean end-to-end latency per (rate, policy), * = lowest at that rate, with each pass's
      own mean in brackets (their spread is the noise of the machine);
   2. one row per cell: mean / p50 / p99 E2E latency over the pooled requests, output
-     tokens/s (mean over passes), mean k (draft tokens verified per decode step), mean accept
+     tokens/s (mean over passes, and the median over passes with its ratio to `none`'s median
+     at the same level when `none` ran), mean k (draft tokens verified per decode step), mean accept
      length (tokens per verify step), completed / sent (+ dropped), the 1-minute load average
      after each pass, and for smartspec the request-steps that sat out (shorter candidate
      batches).
@@ -35,7 +36,7 @@ def load_level(path):
         return None
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
-    levels = [level for level in data["levels"] if level["mode"] == "open"]
+    levels = [level for level in data["levels"] if level["mode"] in ("open", "closed")]
     return levels[0] if levels else None
 
 
@@ -57,6 +58,8 @@ class Cell:
                            if level["summary"]["completed"] > 0]
         self.mean = sum(self.e2e) / len(self.e2e) if self.e2e else math.nan
         self.throughput = sum(level["summary"]["output_throughput"] for level in levels) / len(levels)
+        per_pass = sorted(level["summary"]["output_throughput"] for level in levels)
+        self.median_throughput = percentile(per_pass, 0.5)
         steps = sum(r["steps"] for r in ok)
         drafted = sum(r["drafted_tokens"] for r in ok)
         accepted = sum(r["accepted_tokens"] for r in ok)
@@ -88,7 +91,7 @@ def main(out):
 
     print("Mean end-to-end latency (s) over the requests of all passes (each pass's mean in brackets); "
           "* = lowest at that rate.\n")
-    print("| req/s | " + " | ".join(policies) + " |")
+    print("| level | " + " | ".join(policies) + " |")
     print("|---" * (len(policies) + 1) + "|")
     for r in rates:
         present = {p: cells[(p, r)] for p in policies if cells[(p, r)] is not None}
@@ -110,17 +113,22 @@ def main(out):
             row.append(text)
         print("| %s | %s |" % (r, " | ".join(row)))
 
-    print("\n| req/s | policy | mean s | p50 s | p99 s | tok/s | mean k | accept len | done/sent (dropped) "
-          "| load after | sat out |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| level | policy | mean s | p50 s | p99 s | tok/s | median tok/s (x none) | mean k | accept len "
+          "| done/sent (dropped) | load after | sat out |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rates:
+        plain = cells.get(("none", r))
         for p in policies:
             c = cells[(p, r)]
             if c is None:
-                print("| %s | %s |%s" % (r, p, " - |" * 9))
+                print("| %s | %s |%s" % (r, p, " - |" * 10))
                 continue
-            print("| %s | %s | %.3f | %.3f | %.3f | %.1f | %.2f | %.2f | %d/%d (%d) | %s | %s |" % (
+            ratio = ""
+            if plain is not None and plain.median_throughput > 0:
+                ratio = " (%.2fx)" % (c.median_throughput / plain.median_throughput)
+            print("| %s | %s | %.3f | %.3f | %.3f | %.1f | %.1f%s | %.2f | %.2f | %d/%d (%d) | %s | %s |" % (
                 r, p, c.mean, percentile(c.e2e, 0.5), percentile(c.e2e, 0.99), c.throughput,
+                c.median_throughput, ratio,
                 c.mean_k, c.accept_length, c.completed, c.sent, c.dropped,
                 " / ".join("%.1f" % x for x in c.loads), "" if c.sat_out is None else c.sat_out))
 

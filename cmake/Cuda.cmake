@@ -31,3 +31,8 @@ if(SPLITSPEC_CUDA STREQUAL "AUTO" OR SPLITSPEC_CUDA)
     message(STATUS "splitspec: no CUDA toolkit found; the CUDA backend is not built")
   endif()
 endif()
+
+# The CPU emulation of the CUDA backend (common/engine/cuda/emulation): the backend's kernels,
+# cuBLAS calls and host code built as plain C++ and run by the conformance tests on machines
+# without a GPU (or a toolkit). A test harness only; no binary serves with it.
+option(SPLITSPEC_CUDA_EMULATION "Build the CUDA backend over the CPU emulation, for tests" ON)

@@ -1,4 +1,4 @@
-# Compiler flags shared by every target: warnings, CPU features, sanitizers.
+# Compiler flags shared by every target: warnings, CPU features, sanitizers, fuzzing coverage.
 add_compile_options(-Wall -Wextra)
 if(SPLITSPEC_WERROR)
   add_compile_options(-Werror)
@@ -13,4 +13,9 @@ endif()
 if(SPLITSPEC_SANITIZE)
   add_compile_options(-fsanitize=${SPLITSPEC_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
   add_link_options(-fsanitize=${SPLITSPEC_SANITIZE})
+endif()
+if(SPLITSPEC_FUZZ)
+  # Coverage feedback for libFuzzer in every library a fuzz target calls; the fuzz binaries
+  # themselves link -fsanitize=fuzzer (tests/fuzz/CMakeLists.txt).
+  add_compile_options(-fsanitize=fuzzer-no-link)
 endif()

@@ -30,7 +30,10 @@ absl::StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(c
   backend_options.n_threads = options.n_threads;
   absl::StatusOr<std::unique_ptr<engine::Backend>> backend = engine::CreateBackendByName(options.device, backend_options);
   if (!backend.ok()) return backend.status();
-  absl::StatusOr<std::unique_ptr<engine::LlamaModel>> model = engine::LlamaModel::Load(options.model_dir, **backend);
+  engine::ModelLoadOptions load_options;
+  load_options.quantize = options.quantize;
+  absl::StatusOr<std::unique_ptr<engine::LlamaModel>> model =
+      engine::LlamaModel::Load(options.model_dir, **backend, load_options);
   if (!model.ok()) return model.status();
   absl::StatusOr<std::unique_ptr<engine::KvCache>> kv = (*model)->CreateKvCache(options.kv_blocks, options.block_size);
   if (!kv.ok()) return kv.status();

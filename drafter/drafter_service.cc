@@ -1,6 +1,9 @@
 // Drafter gRPC adapter (see drafter_service.h).
 #include "drafter/drafter_service.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "common/rpc/convert.h"
 #include "common/rpc/status.h"
 
@@ -8,8 +11,18 @@ namespace splitspec::drafter {
 
 DrafterService::DrafterService(DrafterCore* core, metrics::WorkerMetrics* metrics)
     : core_(core), metrics_(metrics) {
-  std::lock_guard<std::mutex> lock(mu_);
-  UpdateGauges();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    UpdateGauges();
+  }
+  const double lease = core_->session_lease_seconds();
+  if (lease > 0) {
+    const auto period = std::chrono::milliseconds(std::max<int64_t>(20, static_cast<int64_t>(lease * 250)));
+    reaper_ = std::make_unique<rpc::PeriodicTask>(period, [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (core_->ReclaimIdle() > 0) UpdateGauges();
+    });
+  }
 }
 
 void DrafterService::UpdateGauges() {

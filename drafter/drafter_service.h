@@ -7,9 +7,11 @@
 #ifndef SPLITSPEC_DRAFTER_DRAFTER_SERVICE_H_
 #define SPLITSPEC_DRAFTER_DRAFTER_SERVICE_H_
 
+#include <memory>
 #include <mutex>
 
 #include "common/metrics/worker_metrics.h"
+#include "common/rpc/periodic_task.h"
 #include "drafter/drafter_core.h"
 #include "splitspec/v1/drafter.grpc.pb.h"
 
@@ -37,6 +39,8 @@ class DrafterService final : public v1::Drafter::Service {
   std::mutex mu_;
   DrafterCore* core_;                 // not owned
   metrics::WorkerMetrics* metrics_;  // not owned, may be null
+  // Reclaims sessions whose lease ran out, a few times per lease period (none without leases).
+  std::unique_ptr<rpc::PeriodicTask> reaper_;
 };
 
 }  // namespace splitspec::drafter

@@ -2,7 +2,9 @@
 //   splitspec-drafter --model DIR --port P [--device cpu|cuda|cuda:N]
 //   splitspec-drafter --ngram [--ngram-min 1 --ngram-max 4] --port P
 // Other flags: --host (127.0.0.1), --max-draft-tokens (16), --kv-blocks (1024), --block-size
-// (16), --threads (0 = all cores), --drain-seconds (10), --metrics-port (9401; 0 = a free port,
+// (16), --threads (0 = all cores), --drain-seconds (10), --session-lease-seconds (300; idle
+// sessions are reclaimed after it, <= 0 = never), --max-sessions (1024), --max-history-tokens
+// (4194304, across all sessions; 0 = no cap), --metrics-port (9401; 0 = a free port,
 // -1 = no metrics server), --metrics-host (--host).
 // Prints "splitspec-drafter listening on HOST:PORT" once serving (--port 0 picks a free port),
 // then "splitspec-drafter metrics on HOST:PORT" (GET /metrics);
@@ -15,6 +17,7 @@
 
 #include "absl/time/time.h"
 #include "common/engine/cuda/select_backend.h"
+#include "common/engine/model/llama_model.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/metrics/worker_metrics.h"
@@ -30,10 +33,33 @@ namespace {
 using splitspec::drafter::Proposer;
 
 constexpr char kUsage[] =
-    "usage: splitspec-drafter (--model DIR [--device cpu|cuda|cuda:N] | --ngram [--ngram-min N] [--ngram-max N])\n"
-    "       [--port P] [--host H]\n"
-    "       [--max-draft-tokens K] [--kv-blocks N] [--block-size N] [--threads N] [--drain-seconds S]\n"
-    "       [--metrics-port P|0|-1] [--metrics-host H]\n";
+    "usage: splitspec-drafter --model DIR [--device cpu|cuda|cuda:N] [flags]\n"
+    "       splitspec-drafter --ngram [--ngram-min N] [--ngram-max N] [flags]\n"
+    "\n"
+    "Serves the Drafter gRPC service: draft tokens from a small model or from n-gram matches.\n"
+    "\n"
+    "  --model DIR              draft model directory (config.json, *.safetensors, tokenizer.model)\n"
+    "  --device cpu|cuda|cuda:N where the draft model runs (cpu)\n"
+    "  --quantize none|int8     int8: quantize the draft's matrices at load (Q8_0; CPU only) (none)\n"
+    "  --ngram                  propose from n-gram matches in the request's own tokens (no model)\n"
+    "  --ngram-min N            shortest n-gram to match (1)\n"
+    "  --ngram-max N            longest n-gram to match (4)\n"
+    "  --host H                 address to listen on (127.0.0.1)\n"
+    "  --port P                 gRPC port (50052; 0 = a free port)\n"
+    "  --max-draft-tokens K     largest proposal per request and step (16)\n"
+    "  --kv-blocks N            KV-cache blocks of the draft model (1024)\n"
+    "  --block-size N           tokens per KV-cache block (16)\n"
+    "  --threads N              CPU threads (0 = all cores)\n"
+    "  --drain-seconds S        on SIGTERM/SIGINT, how long in-flight calls may finish (10)\n"
+    "  --session-lease-seconds S  idle sessions are reclaimed after S seconds (300; <= 0 = never)\n"
+    "  --max-sessions N         sessions held at once; more answer RESOURCE_EXHAUSTED (1024)\n"
+    "  --max-history-tokens N   committed tokens held over all sessions (4194304)\n"
+    "  --metrics-port P|0|-1    GET /metrics port (9401; 0 = a free port, -1 = off)\n"
+    "  --metrics-host H         address of the metrics server (--host)\n"
+    "  --help                   print this help and exit\n"
+    "\n"
+    "Prints \"splitspec-drafter listening on HOST:PORT\" once serving. Flag errors and devices this\n"
+    "build or machine lacks exit 2; a draft model that does not load exits 1.\n";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
@@ -45,6 +71,8 @@ int Run(const splitspec::rpc::Flags& flags) {
   const bool ngram = flags.Has("ngram");
   const bool has_device = flags.Has("device");
   const std::string device = flags.GetString("device", "cpu");
+  const bool has_quantize = flags.Has("quantize");
+  const std::string quantize = flags.GetString("quantize", "none");
   auto ngram_min = flags.GetInt("ngram-min", 1);
   auto ngram_max = flags.GetInt("ngram-max", 4);
   auto port = flags.GetInt("port", 50052);
@@ -53,11 +81,15 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto block_size = flags.GetInt("block-size", 16);
   auto threads = flags.GetInt("threads", 0);
   auto drain = flags.GetDouble("drain-seconds", 10);
+  auto lease = flags.GetDouble("session-lease-seconds", 300);
+  auto max_sessions = flags.GetInt("max-sessions", 1024);
+  auto max_history = flags.GetInt("max-history-tokens", 4 << 20);
   const std::string host = flags.GetString("host", "127.0.0.1");
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kDrafterMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", host);
   for (const absl::Status& s : {ngram_min.status(), ngram_max.status(), port.status(), max_draft.status(),
                                 kv_blocks.status(), block_size.status(), threads.status(), drain.status(),
+                                lease.status(), max_sessions.status(), max_history.status(),
                                 metrics_port.status(), flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
@@ -65,7 +97,15 @@ int Run(const splitspec::rpc::Flags& flags) {
   if (ngram && has_device) {
     return Fail(absl::InvalidArgumentError("--device goes with --model (the n-gram drafter runs no model)"));
   }
+  if (ngram && has_quantize) {
+    return Fail(absl::InvalidArgumentError("--quantize goes with --model (the n-gram drafter runs no model)"));
+  }
   if (absl::Status s = splitspec::engine::CheckDevice(device); !s.ok()) return Fail(s);
+  auto quantization = splitspec::engine::ParseWeightQuantization(quantize);
+  if (!quantization.ok()) return Fail(quantization.status());
+  if (*quantization != splitspec::engine::WeightQuantization::kNone && splitspec::engine::ParseDevice(device)->cuda) {
+    return Fail(absl::InvalidArgumentError("--quantize int8 runs on the CPU backend only, not with --device cuda"));
+  }
 
   std::unique_ptr<Proposer> proposer;
   if (ngram) {
@@ -82,6 +122,7 @@ int Run(const splitspec::rpc::Flags& flags) {
     options.block_size = *block_size;
     options.n_threads = *threads;
     options.device = device;
+    options.quantize = *quantization;
     auto created = splitspec::drafter::DraftModelProposer::Create(options);
     if (!created.ok()) {
       std::fprintf(stderr, "error: loading draft model %s: %s\n", model.c_str(),
@@ -92,6 +133,9 @@ int Run(const splitspec::rpc::Flags& flags) {
   }
   splitspec::drafter::DrafterOptions core_options;
   core_options.max_draft_tokens = *max_draft;
+  core_options.session_lease_seconds = *lease;
+  core_options.max_sessions = *max_sessions;
+  core_options.max_history_tokens = *max_history;
   splitspec::drafter::DrafterCore core(std::move(proposer), core_options);
   splitspec::metrics::MetricsRegistry registry;
   auto worker_metrics = splitspec::metrics::WorkerMetrics::Create(registry, splitspec::metrics::WorkerRole::kDrafter);
@@ -128,6 +172,10 @@ int Run(const splitspec::rpc::Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (splitspec::rpc::HelpRequested(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   // Before any thread exists, so every gRPC and OpenMP thread inherits the blocked mask.
   splitspec::rpc::BlockTerminationSignals();
   auto flags = splitspec::rpc::Flags::Parse(argc, argv, {"ngram"});

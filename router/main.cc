@@ -46,13 +46,39 @@ namespace {
 using namespace splitspec;  // NOLINT: a main over many of our namespaces
 
 constexpr char kUsage[] =
-    "usage: splitspec-router --verifier ADDR [--drafter [NAME=]ADDR ...] [--port P] [--host H]\n"
-    "       [--policy none|static:K|smartspec|sglang-tiers|analytical|fsm|cache-fsm] [--policy-config FILE]\n"
-    "       [--tokenizer PATH|none] [--latency-model FILE] [--max-queue N] [--max-running N] [--max-k K]\n"
-    "       [--default-max-tokens N] [--worker-timeout-seconds S] [--wait-seconds S] [--drain-seconds S]\n"
-    "       [--metrics-port P|0|-1] [--metrics-host H]\n"
-    "       [--http-port P|0] [--http-host H] [--api-key KEY | --api-key-file FILE] [--chat-template FILE]\n"
-    "       [--http-threads N]\n";
+    "usage: splitspec-router --verifier ADDR [--drafter [NAME=]ADDR ...] [flags]\n"
+    "\n"
+    "Serves the public Generate gRPC service over one verifier and pools of drafters.\n"
+    "\n"
+    "  --verifier ADDR              the verifier's gRPC address (required)\n"
+    "  --drafter [NAME=]ADDR        a drafter pool; repeat for several (default names: default, d0, d1, ...)\n"
+    "  --host H                     address to listen on (127.0.0.1)\n"
+    "  --port P                     gRPC port (50050; 0 = a free port)\n"
+    "  --policy NAME                none|static:K|smartspec|sglang-tiers|analytical|fsm|cache-fsm (none)\n"
+    "  --policy-config FILE         JSON options of the policy and the acceptance estimator\n"
+    "  --tokenizer PATH|none        tokenizer.json, tokenizer.model or a model dir (default: the\n"
+    "                               verifier's model dir, tokenizer.json there else tokenizer.model;\n"
+    "                               none = token ids only)\n"
+    "  --latency-model FILE         fitted latency model (splitspec profile) for the cost-aware policies\n"
+    "  --max-queue N                requests waiting for admission before new ones are refused (256)\n"
+    "  --max-running N              requests decoding at once (64)\n"
+    "  --max-k K                    largest draft length a policy may choose (8)\n"
+    "  --default-max-tokens N       max_tokens of requests that leave it 0 (128)\n"
+    "  --worker-timeout-seconds S   deadline of each call to a worker (60)\n"
+    "  --wait-seconds S             how long to wait for the verifier at start (60)\n"
+    "  --drain-seconds S            on SIGTERM/SIGINT, how long running requests may finish (30)\n"
+    "  --metrics-port P|0|-1        GET /metrics and /server_info port (9400; 0 = a free port, -1 = off)\n"
+    "  --metrics-host H             address of the metrics server (--host)\n"
+    "  --http-port P|0              OpenAI-compatible HTTP API port (off by default; 0 = a free port)\n"
+    "  --http-host H                address of the HTTP API (--host)\n"
+    "  --api-key KEY                bearer key the HTTP API requires (default: none)\n"
+    "  --api-key-file FILE          read the bearer key from FILE instead\n"
+    "  --chat-template FILE         Jinja chat template (default: tokenizer_config.json's in the model dir)\n"
+    "  --http-threads N             HTTP worker threads; each in-flight request holds one (64)\n"
+    "  --help                       print this help and exit\n"
+    "\n"
+    "Prints \"splitspec-router listening on HOST:PORT\" once serving, then the metrics address\n"
+    "and \"splitspec-router OpenAI API on HOST:PORT\" with --http-port.\n";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
@@ -281,6 +307,10 @@ int Run(const rpc::Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (splitspec::rpc::HelpRequested(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   // Before any thread exists, so every gRPC thread inherits the blocked mask.
   splitspec::rpc::BlockTerminationSignals();
   auto flags = splitspec::rpc::Flags::Parse(argc, argv, {});

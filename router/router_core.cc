@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -43,6 +44,9 @@ RouterCore::RouterCore(RouterOptions options, VerifierClient* verifier, DrafterP
   for (const auto& [name, client] : drafters_) {
     if (client != nullptr) pool_names_.push_back(name);
   }
+  instance_id_ = options_.instance_id & 0xFFFFFF;
+  while (instance_id_ == 0) instance_id_ = std::random_device()() & 0xFFFFFF;
+  next_id_ = (static_cast<RequestId>(instance_id_) << kSequenceBits) | 1;
 }
 
 RouterCore::~RouterCore() = default;
@@ -60,6 +64,7 @@ absl::Status RouterCore::Init() {
     if (d.ok() && d->max_draft_tokens > 0) max_k = std::min(max_k, d->max_draft_tokens);
   }
   MutexLock lock(&mu_);
+  max_context_ = info->max_context_tokens;
   total_blocks_ = info->total_blocks;
   block_size_ = info->block_size > 0 ? info->block_size : 16;
   vocab_size_ = info->vocab_size;
@@ -74,7 +79,9 @@ absl::Status RouterCore::Init() {
 }
 
 int32_t RouterCore::BlocksFor(const GenerateRequest& r) const {
-  const int64_t tokens = static_cast<int64_t>(r.prompt.size()) + r.max_tokens + max_k_ + 1;
+  int64_t tokens = static_cast<int64_t>(r.prompt.size()) + r.max_tokens + max_k_ + 1;
+  // A request never holds more KV than the model's context: it finishes with kLength there.
+  if (max_context_ > 0) tokens = std::min<int64_t>(tokens, max_context_);
   return static_cast<int32_t>(std::min<int64_t>((tokens + block_size_ - 1) / block_size_,
                                                 INT32_MAX));
 }
@@ -108,6 +115,11 @@ absl::StatusOr<RequestId> RouterCore::Submit(GenerateRequest request, EventSink 
             absl::StrCat("prompt token id ", t, " outside the vocabulary [0, ", vocab_size_, ")"));
       }
     }
+  }
+  if (max_context_ > 0 && static_cast<int64_t>(request.prompt.size()) >= max_context_) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt of ", request.prompt.size(),
+                                                   " tokens leaves no room in the model's context of ",
+                                                   max_context_, " tokens"));
   }
   const int32_t blocks = BlocksFor(request);
   if (blocks > total_blocks_) {
@@ -256,9 +268,9 @@ void RouterCore::PrefillAdmitted(std::vector<Waiting> admitted, StepStats* stats
   absl::StatusOr<std::vector<spec::PrefillResult>> results = verifier_->Prefill(items);
   stats->prefill_seconds = clock_->NowSeconds() - t0;
   stats->prefills = static_cast<int32_t>(fresh.size());
-  std::map<RequestId, int32_t> first;
+  std::map<RequestId, const spec::PrefillResult*> first;
   if (results.ok()) {
-    for (const spec::PrefillResult& p : *results) first[p.id] = p.next_token;
+    for (const spec::PrefillResult& p : *results) first[p.id] = &p;
   }
   int32_t vocab;
   {
@@ -266,15 +278,20 @@ void RouterCore::PrefillAdmitted(std::vector<Waiting> admitted, StepStats* stats
     vocab = vocab_size_;
   }
   for (auto& r : fresh) {
-    r->prefilled = true;  // a session may exist even when the call failed: release it
     StreamEvent e;
     auto it = first.find(r->id);
+    const spec::PrefillResult* p = it == first.end() ? nullptr : it->second;
+    // A session may exist after a failed call (release it), never after a failed item: an
+    // ALREADY_EXISTS item's session belongs to someone else.
+    r->prefilled = !results.ok() || (p != nullptr && p->status.ok());
     if (!results.ok()) {
       Finish(*r, FinishReason::kError,
              absl::UnavailableError(absl::StrCat("verifier prefill failed: ",
                                                  results.status().message())),
              &e);
-    } else if (it == first.end() || it->second < 0 || (vocab > 0 && it->second >= vocab)) {
+    } else if (p != nullptr && !p->status.ok()) {
+      Finish(*r, FinishReason::kError, p->status, &e);
+    } else if (p == nullptr || p->next_token < 0 || (vocab > 0 && p->next_token >= vocab)) {
       Finish(*r, FinishReason::kError,
              absl::InternalError("verifier prefill returned no valid token for the request"), &e);
     } else {
@@ -288,7 +305,7 @@ void RouterCore::PrefillAdmitted(std::vector<Waiting> admitted, StepStats* stats
                                             latency_, options_.pool_selection);
         }
       }
-      const int32_t token = it->second;
+      const int32_t token = p->next_token;
       AppendTokens(*r, absl::MakeConstSpan(&token, 1), &e);
     }
     Emit(*r, e);
@@ -320,7 +337,9 @@ void RouterCore::AppendTokens(Active& r, absl::Span<const int32_t> tokens, Strea
         }
       }
     }
-    if (r.usage.completion_tokens >= r.request.max_tokens) {
+    // The context is full when the pending token has no position left to be fed at.
+    if (r.usage.completion_tokens >= r.request.max_tokens ||
+        (max_context_ > 0 && static_cast<int64_t>(r.history.size()) > max_context_)) {
       Finish(r, FinishReason::kLength, absl::OkStatus(), event);
       return;
     }

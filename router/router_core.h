@@ -121,6 +121,10 @@ struct RouterOptions {
   // Called on the loop thread as each request leaves the queue for prefill, with the time it
   // waited since Submit and its prompt length (queue-time metrics).
   std::function<void(RequestId id, double queue_seconds, int32_t prompt_tokens)> admission_observer;
+  // Request ids are (instance_id << 40) | sequence number, so ids of different router
+  // processes (several routers on one worker, a restarted router meeting its predecessor's
+  // orphaned sessions) never collide on a worker. 0: drawn at random (24 bits).
+  uint32_t instance_id = 0;
   // Refresh the expensive parts of the snapshot (policy state, estimates) every N steps
   // (and whenever the batch empties); the simulator raises it to stay fast.
   int32_t snapshot_every_steps = 1;
@@ -161,9 +165,12 @@ class RouterCore {
   bool Idle() const;
 
   ServerInfo Snapshot() const;
+  uint32_t instance_id() const { return instance_id_; }
+  static constexpr int kSequenceBits = 40;
 
  private:
   struct Active;
+  struct StepPlan;
   struct Waiting {
     RequestId id = 0;
     GenerateRequest request;
@@ -175,6 +182,16 @@ class RouterCore {
   int32_t BlocksFor(const GenerateRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PrefillAdmitted(std::vector<Waiting> admitted, StepStats* stats);
   bool DecodeStep(StepStats* stats);  // false when no request was ready to decode
+  // DecodeStep's named steps, in order (router_step.cc).
+  void ReconsiderPools(const std::vector<Active*>& ready, int32_t max_k);
+  int32_t UsefulK(const Active& r, int32_t max_k) const;
+  void PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats* stats);
+  void Draft(StepPlan* plan);
+  void DraftForPool(const std::string& pool, const std::vector<size_t>& members, StepPlan* plan);
+  absl::StatusOr<spec::VerifyResponse> VerifyPlan(StepPlan* plan);
+  StepOutcome ApplyResults(const StepPlan& plan, const spec::VerifyResponse& resp, StepStats* stats);
+  void ObserveStep(const StepPlan& plan, const spec::VerifyResponse& resp, StepOutcome outcome,
+                   StepStats* stats);
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends tokens one by one, stopping at the first stop condition.
   void AppendTokens(Active& r, absl::Span<const int32_t> tokens, StreamEvent* event);
@@ -198,6 +215,7 @@ class RouterCore {
   std::vector<RequestId> cancels_ ABSL_GUARDED_BY(mu_);
   std::vector<Waiting> cancelled_waiting_ ABSL_GUARDED_BY(mu_);
   std::set<RequestId> live_ ABSL_GUARDED_BY(mu_);
+  uint32_t instance_id_ = 0;  // fixed at construction
   RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool initialized_ ABSL_GUARDED_BY(mu_) = false;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
@@ -211,6 +229,9 @@ class RouterCore {
   std::deque<double> overheads_ ABSL_GUARDED_BY(mu_);
 
   // Loop-thread state.
+  // The verifier's context in tokens (0: unknown, no limit). Written by Init before it sets
+  // initialized_ (under mu_), read-only afterwards.
+  int32_t max_context_ = 0;
   std::vector<std::unique_ptr<Active>> running_;
   int64_t steps_ = 0;
   int64_t completed_ = 0;

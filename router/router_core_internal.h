@@ -31,6 +31,23 @@ struct RouterCore::Active {
   int32_t sat_out_steps = 0;          // consecutive decode steps it was left out of
 };
 
+// One decode step as it is planned and carried out (router_step.cc).
+struct RouterCore::StepPlan {
+  double started_at = 0;
+  int32_t max_k = 0;
+  int32_t vocab = 0;
+  // The forwarded requests (FCFS order) and, per request, its k (clamped; 0 after a failed
+  // Propose) and the draft to verify (empty: plain decode).
+  std::vector<Active*> batch;
+  std::vector<int32_t> k;
+  std::vector<spec::DraftProposal> drafts;
+  double draft_compute = 0;  // drafters' reported compute, summed over pools
+  double rpc_excess = 0;     // RPC wall time beyond reported compute
+  int32_t rpcs = 0;
+  double context_tokens = 0;  // for the latency model: context read and tokens fed
+  double fed_tokens = 0;
+};
+
 }  // namespace splitspec::router
 
 #endif  // SPLITSPEC_ROUTER_ROUTER_CORE_INTERNAL_H_

@@ -12,7 +12,8 @@
 #       [--latency-model configs/latency/cpu-2core-default-pair.json] [--no-pin] [--out DIR]
 #
 # --levels RATE:SECONDS,...: Poisson arrivals at RATE req/s for SECONDS each, so every cell
-# gets about RATE * SECONDS requests. Policies run level by level, one after the other, and
+# gets about RATE * SECONDS requests; a level cN:SECONDS is closed-loop instead: N clients, each
+# sending its next request when the last one finished (`splitspec bench --concurrency N`). Policies run level by level, one after the other, and
 # each pass reverses the order of the one before, so that a load change on a shared machine
 # does not land on the same policies every time; the report pools the passes' requests.
 # Policy configs: smartspec = configs/policies/smartspec-batch.json; smartspec:request = smartspec
@@ -122,13 +123,15 @@ run_cell() {
   local router_pid="$started_pid"
   mkdir -p "$out/pass$pass"
   # A level with failed or dropped requests exits 3: keep going, the report shows them.
+  local load_flags=(--rates "$rate")
+  [[ "$rate" == c* ]] && load_flags=(--concurrency "${rate#c}")
   "$bin/splitspec" bench --router "$started_addr" --workload "bench/workloads/$workload.jsonl" \
-    --rates "$rate" --duration "$seconds" --drain "$drain" --max-tokens "$max_tokens" \
+    "${load_flags[@]}" --duration "$seconds" --drain "$drain" --max-tokens "$max_tokens" \
     --max-inflight 256 --ignore-eos --seed 1 --no-progress --label "$policy@$rate" \
     --out-prefix "$out/pass$pass/$safe-$rate" > "$out/logs/bench-$pass-$safe-$rate.txt" 2>&1 ||
     echo "   (bench exited with $? for $policy @ $rate req/s)"
   stop_pid "$router_pid"
-  echo "   pass $pass  $rate req/s  $policy  done (load $(cut -d' ' -f1 /proc/loadavg))"
+  echo "   pass $pass  level $rate  $policy  done (load $(cut -d' ' -f1 /proc/loadavg))"
 }
 
 for ((pass = 1; pass <= passes; pass++)); do

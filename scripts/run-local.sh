@@ -102,10 +102,28 @@ start router "$bin/splitspec-router" --verifier "127.0.0.1:$((port + 1))" \
   --drafter "model=127.0.0.1:$((port + 2))" --drafter "ngram=127.0.0.1:$((port + 3))" \
   --policy "$policy" --port "$port"
 
+# tokens_per_second LOG: the figure from the "[... N tokens/s ...]" line `generate` ends with.
+tokens_per_second() { sed -n 's/.* \([0-9.]*\) tokens\/s.*/\1/p' "$1" | tail -1; }
+
 if ((demo)); then
-  echo "== generating (policy $policy), prompt:"
+  # A second router over the same workers, never speculating: the same prompt through both shows
+  # what speculation buys on this machine.
+  start router-plain "$bin/splitspec-router" --verifier "127.0.0.1:$((port + 1))" \
+    --drafter "model=127.0.0.1:$((port + 2))" --drafter "ngram=127.0.0.1:$((port + 3))" \
+    --policy none --port $((port + 4)) --metrics-port 9404
+  # Warm-up (first touch of the weights, thread start-up), so neither timing below pays for it.
+  "$bin/splitspec" generate --router "127.0.0.1:$port" --prompt "$prompt" --max-tokens 8 > /dev/null
+  echo "== prompt:"
   echo "$prompt"
-  "$bin/splitspec" generate --router "127.0.0.1:$port" --prompt "$prompt" --max-tokens "$max_tokens"
+  echo "== without speculation (policy none):"
+  "$bin/splitspec" generate --router "127.0.0.1:$((port + 4))" --prompt "$prompt" --max-tokens "$max_tokens" \
+    | tee "$logs/plain.out"
+  echo "== with speculation (policy $policy):"
+  "$bin/splitspec" generate --router "127.0.0.1:$port" --prompt "$prompt" --max-tokens "$max_tokens" \
+    | tee "$logs/speculative.out"
+  plain=$(tokens_per_second "$logs/plain.out")
+  speculative=$(tokens_per_second "$logs/speculative.out")
+  awk -v p="$plain" -v s="$speculative" 'BEGIN { if (p > 0) printf "== speculation: %.0f vs %.0f tokens/s (%.2fx)\n", s, p, s / p }'
   exit 0
 fi
 echo "== serving on 127.0.0.1:$port; try:"

@@ -2,8 +2,9 @@
 # Sets up (apt + build) and runs every test with ctest. This is what CI runs.
 #   1. the Release build of everything, all tests;
 #   2. an AddressSanitizer + UBSan build of the CPU core (engine, tokenizer, model files,
-#      sampling, speculative core) and its unit tests.
-# SPLITSPEC_SKIP_ASAN=1 skips step 2 for a quick local run.
+#      sampling, speculative core), its unit tests and the fuzz corpus replays;
+#   3. the libFuzzer targets (scripts/fuzz.sh), SPLITSPEC_FUZZ_SECONDS (20) each.
+# SPLITSPEC_SKIP_ASAN=1 skips step 2 and SPLITSPEC_SKIP_FUZZ=1 step 3, for a quick local run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -17,10 +18,15 @@ ctest --test-dir build --output-on-failure -j 2 --timeout 900
 if [ "${SPLITSPEC_SKIP_ASAN:-0}" != 1 ]; then
   echo "== building the CPU core with AddressSanitizer + UBSan (build-asan/)"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPLITSPEC_SANITIZE=address,undefined \
-    "-DSPLITSPEC_ROOMS=common/engine;common/spec;tests" \
-    "-DSPLITSPEC_TEST_FILTER=^unit/(engine|tokenizer|model_io|sampling|spec)$" > build-asan-configure.log 2>&1 ||
+    "-DSPLITSPEC_COMPONENTS=common/engine;common/spec;tests" \
+    "-DSPLITSPEC_TEST_FILTER=^(unit/(engine|tokenizer|model_io|sampling|spec)|fuzz)$" > build-asan-configure.log 2>&1 ||
     { cat build-asan-configure.log; exit 1; }
   cmake --build build-asan -j "$(nproc)"
   echo "== running tests (ASan + UBSan)"
   ctest --test-dir build-asan --output-on-failure -j 2 --timeout 900
+fi
+
+if [ "${SPLITSPEC_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzzing every decoder of untrusted bytes (clang, libFuzzer + ASan + UBSan, build-fuzz/)"
+  scripts/fuzz.sh "${SPLITSPEC_FUZZ_SECONDS:-20}"
 fi

@@ -206,12 +206,23 @@ int RunBench(const Args& args) {
 }
 
 RegisterCommand kRegister(
-    "bench",
-    "serving benchmark against a loopback router: --router ADDR --workload FILE.jsonl "
-    "[--rates 0.5,1,2|inf | --concurrency 1,4] [--duration S] [--drain S] [--max-tokens N] "
-    "[--max-inflight N] "
-    "[--warmup N] [--seed S] [--ignore-eos] [--drafter POOL] [--out-prefix PATH] [--label TEXT] "
-    "[--no-progress]",
+    "bench", "serving benchmark against a loopback router (throughput, TTFT, TPOT, ITL, E2E, accept length)",
+    "  --router ADDR             the router's address; loopback only (required)\n"
+    "  --workload FILE.jsonl     prompts, one JSON object a line (required)\n"
+    "  --rates R1,R2,...|inf     Poisson request rates per second, one level each (1)\n"
+    "  --concurrency C1,C2,...   closed-loop client counts instead of --rates\n"
+    "  --duration S              seconds of sending per level (30)\n"
+    "  --drain S                 seconds a level waits for its requests after sending (60)\n"
+    "  --max-tokens N            max_tokens of every request (128)\n"
+    "  --max-inflight N          requests in flight at most (64)\n"
+    "  --warmup N                requests sent and discarded before the first level (2)\n"
+    "  --seed S                  seed of arrivals and prompt order (0)\n"
+    "  --wait S                  seconds to wait for the router to answer (30)\n"
+    "  --ignore-eos              generate max_tokens tokens whatever the model emits\n"
+    "  --drafter POOL            drafter pool to ask for\n"
+    "  --out-prefix PATH         write PATH.csv, PATH_requests.csv and PATH.json\n"
+    "  --label TEXT              label stored with the results\n"
+    "  --no-progress             no progress line\n",
     RunBench);
 
 }  // namespace

@@ -4,12 +4,17 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "common/engine/backend.h"
 #include "common/engine/generation/generate.h"
 #include "common/engine/model/llama_model.h"
+#include "common/engine/sampling/seed.h"
 #include "common/engine/cuda/select_backend.h"
 #include "common/engine/tokenizer/load_tokenizer.h"
+#include "common/engine/tokenizer/tokenizer.h"
+#include "router/service/text_stream.h"
 #include "tools/command.h"
 #include "tools/engine_device.h"
 
@@ -34,9 +39,13 @@ int RunGenerate(const Args& args) {
   options.sampling.temperature = static_cast<float>(args.GetDouble("temperature", 0.0));
   options.sampling.top_k = static_cast<int>(args.GetInt("top-k", 0));
   options.sampling.top_p = static_cast<float>(args.GetDouble("top-p", 1.0));
-  options.sampling.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
+  // Unset: a fresh seed, printed with the summary so the run can be repeated.
+  options.sampling.seed = engine::ChooseSeed(args.Has("seed") ? std::optional<uint64_t>(args.GetInt("seed", 0))
+                                                              : std::nullopt);
   const int threads = static_cast<int>(args.GetInt("threads", 0));
   const engine::DeviceSpec device = DeviceFlagOrExit(args);
+  engine::ModelLoadOptions load_options;
+  load_options.quantize = QuantizeFlagOrExit(args, device);
   args.CheckAllUsed();
 
   auto tokenizer = engine::LoadTokenizer(model_dir);  // tokenizer.json, else tokenizer.model
@@ -45,7 +54,7 @@ int RunGenerate(const Args& args) {
     return 1;
   }
   std::unique_ptr<engine::Backend> backend = CreateBackendOrExit(device, threads);
-  auto model = engine::LlamaModel::Load(model_dir, *backend);
+  auto model = engine::LlamaModel::Load(model_dir, *backend, load_options);
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(model.status().message()).c_str());
     return 1;
@@ -59,19 +68,21 @@ int RunGenerate(const Args& args) {
     return 1;
   }
   options.eos_id = (*tokenizer)->eos_id();
-  std::vector<int32_t> generated;
+  // The prompt is the text's context, as in the router: the first token's leading space stays.
+  router::TextStream text(tokenizer->get(), prompt_tokens, /*stop=*/{});
+  size_t n_generated = 0;
   auto first_token_time = std::chrono::steady_clock::now();
   options.on_token = [&](int32_t token) {
-    if (generated.empty()) first_token_time = std::chrono::steady_clock::now();
-    std::fputs((*tokenizer)->DecodeIncremental(generated, token).c_str(), stdout);
+    if (n_generated++ == 0) first_token_time = std::chrono::steady_clock::now();
+    std::fputs(text.Add({token}).c_str(), stdout);
     std::fflush(stdout);
-    generated.push_back(token);
     return true;
   };
   std::fputs(prompt.c_str(), stdout);
   const auto start = std::chrono::steady_clock::now();
   auto result = engine::GenerateTokens(**model, **kv, prompt_tokens, options);
   const auto end = std::chrono::steady_clock::now();
+  std::fputs(text.Flush().c_str(), stdout);
   // The CUDA backend reports op failures only through its status.
   const absl::Status status = result.ok() ? engine::BackendStatus(*backend) : result.status();
   if (!status.ok()) {
@@ -81,12 +92,28 @@ int RunGenerate(const Args& args) {
   const double total = std::chrono::duration<double>(end - start).count();
   const double decode = std::chrono::duration<double>(end - first_token_time).count();
   const size_t n = result->size();
-  std::fprintf(stderr, "\n[%zu prompt tokens, %zu generated in %.3f s: prefill+first token %.1f ms, decode %.1f tokens/s]\n",
-               prompt_tokens.size(), n, total, (total - decode) * 1e3, n > 1 ? (n - 1) / decode : 0.0);
+  const std::string seed = options.sampling.greedy()
+                               ? std::string()
+                               : ", seed " + std::to_string(options.sampling.seed);
+  std::fprintf(stderr, "\n[%zu prompt tokens, %zu generated in %.3f s: prefill+first token %.1f ms, decode %.1f tokens/s%s]\n",
+               prompt_tokens.size(), n, total, (total - decode) * 1e3, n > 1 ? (n - 1) / decode : 0.0, seed.c_str());
   return 0;
 }
 
-const RegisterCommand kRegister("generate", "generate text from a prompt (--model DIR or --router ADDR)", RunGenerate);
+const RegisterCommand kRegister(
+    "generate", "generate text from a prompt on a local model (--model DIR) or through a router (--router ADDR)",
+    "  --model DIR               generate locally with this model directory\n"
+    "  --router ADDR             generate through a running router instead (see generate-remote)\n"
+    "  --prompt TEXT             the prompt (required)\n"
+    "  --max-tokens N            tokens to generate at most (64)\n"
+    "  --temperature T           0 = greedy (0)\n"
+    "  --top-k K                 0 = no top-k cut (0)\n"
+    "  --top-p P                 1 = no nucleus cut (1)\n"
+    "  --seed S                  sampling seed (unset: a fresh one, printed at the end)\n"
+    "  --device cpu|cuda|cuda:N  where the model runs (cpu; --model only)\n"
+    "  --threads N               CPU threads (0 = all cores; --model only)\n"
+    "  --quantize none|int8      int8: quantize the matrices at load (Q8_0, CPU only; --model only) (none)\n",
+    RunGenerate);
 
 }  // namespace
 }  // namespace splitspec::tools

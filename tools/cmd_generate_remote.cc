@@ -35,7 +35,8 @@ int RunGenerateRemote(const Args& args) {
   request.mutable_sampling()->set_temperature(static_cast<float>(args.GetDouble("temperature", 0.0)));
   request.mutable_sampling()->set_top_k(static_cast<int32_t>(args.GetInt("top-k", 0)));
   request.mutable_sampling()->set_top_p(static_cast<float>(args.GetDouble("top-p", 1.0)));
-  request.mutable_sampling()->set_seed(static_cast<uint64_t>(args.GetInt("seed", 0)));
+  // Unset: the router picks a fresh seed and reports it in the final message.
+  if (args.Has("seed")) request.mutable_sampling()->set_seed(static_cast<uint64_t>(args.GetInt("seed", 0)));
   const bool quiet = args.Has("quiet");
   args.CheckAllUsed();
 
@@ -61,16 +62,27 @@ int RunGenerateRemote(const Args& args) {
   }
   const v1::Usage& usage = last.usage();
   const double per_step = usage.steps() > 0 ? static_cast<double>(usage.completion_tokens()) / usage.steps() : 0.0;
-  std::printf("[%d tokens, %d steps, mean accept length %.2f (%d/%d drafts accepted), %.1f tokens/s, finish %s]\n",
+  const std::string seed = last.has_seed() ? ", seed " + std::to_string(last.seed()) : std::string();
+  std::printf("[%d tokens, %d steps, mean accept length %.2f (%d/%d drafts accepted), %.1f tokens/s, finish %s%s]\n",
               usage.completion_tokens(), usage.steps(), per_step, usage.accepted_tokens(), usage.drafted_tokens(),
-              seconds > 0 ? usage.completion_tokens() / seconds : 0.0, FinishName(last.finish_reason()));
+              seconds > 0 ? usage.completion_tokens() / seconds : 0.0, FinishName(last.finish_reason()), seed.c_str());
   return 0;
 }
 
-RegisterCommand kRegister("generate-remote",
-                          "stream a generation from a running router: --router ADDR --prompt TEXT "
-                          "[--max-tokens N] [--stop S] [--ignore-eos] [--drafter POOL] [--temperature T]",
-                          RunGenerateRemote);
+RegisterCommand kRegister(
+    "generate-remote", "stream a generation from a running router and print a summary line",
+    "  --router ADDR             the router's address (required)\n"
+    "  --prompt TEXT             the prompt (required)\n"
+    "  --max-tokens N            tokens to generate at most (64)\n"
+    "  --stop S                  end before this string\n"
+    "  --ignore-eos              keep generating past the end-of-sequence token\n"
+    "  --drafter POOL            drafter pool to ask for (default: the router chooses)\n"
+    "  --temperature T           0 = greedy (0)\n"
+    "  --top-k K                 0 = no top-k cut (0)\n"
+    "  --top-p P                 1 = no nucleus cut (1)\n"
+    "  --seed S                  sampling seed (unset: the router picks one and reports it)\n"
+    "  --quiet                   print only the summary line\n",
+    RunGenerateRemote);
 
 }  // namespace
 }  // namespace splitspec::tools

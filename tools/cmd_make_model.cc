@@ -10,6 +10,7 @@
 
 #include "common/engine/model/draft_maker.h"
 #include "common/engine/model/model_maker.h"
+#include "common/engine/model/quantize.h"
 #include "tools/command.h"
 
 namespace splitspec::tools {
@@ -56,8 +57,22 @@ int MakeDraft(const Args& args) {
   return 0;
 }
 
+// The weights --quantize int8 serves, written out as an F32 model (see WriteInt8RoundTripModel).
+int MakeInt8RoundTrip(const Args& args) {
+  const std::string source = args.Require("int8-of");
+  const std::string out = args.Require("out");
+  args.CheckAllUsed();
+  if (const absl::Status status = engine::WriteInt8RoundTripModel(source, out); !status.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(status.ToString()).c_str());
+    return 1;
+  }
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}
+
 int Run(const Args& args) {
   if (args.Has("draft-of")) return MakeDraft(args);
+  if (args.Has("int8-of")) return MakeInt8RoundTrip(args);
   MakeModelOptions options;
   options.preset = args.GetString("preset", "tiny");
   options.out_dir = args.Require("out");
@@ -89,11 +104,20 @@ int Run(const Args& args) {
 }
 
 const RegisterCommand kRegister(
-    "make-model",
-    "write a random Llama model dir: --preset tiny|small|medium --out DIR [--dtype f32|f16|bf16] "
-    "[--seed S] [--tie-embeddings] [--attention-bias] [--rope-llama3] [--corpus FILE] "
-    "[--hf-tokenizer DIR (copy its tokenizer.json + tokenizer_config.json; vocab sized to it)]; or "
-    "--draft-of TARGET_DIR --layers N --out DIR",
+    "make-model", "write a random Llama model directory, a layer-truncated draft, or an int8 round trip",
+    "  --out DIR                 directory to write (required)\n"
+    "  --preset tiny|small|medium  model size (tiny)\n"
+    "  --dtype f32|f16|bf16      weight dtype (f32)\n"
+    "  --seed S                  weight seed (0)\n"
+    "  --tie-embeddings [BOOL]   share the embedding and output matrices (preset's choice)\n"
+    "  --attention-bias [BOOL]   q/k/v projection biases (preset's choice)\n"
+    "  --rope-llama3 [BOOL]      Llama 3 RoPE scaling (preset's choice)\n"
+    "  --corpus FILE             text to train the tokenizer on (default: the bundled corpus)\n"
+    "  --hf-tokenizer DIR        instead of training one: copy DIR's tokenizer.json and\n"
+    "                            tokenizer_config.json (vocabulary sized to that tokenizer)\n"
+    "  --draft-of DIR            instead: copy DIR's first --layers N layers into a draft model\n"
+    "  --layers N                layers of the draft (with --draft-of)\n"
+    "  --int8-of DIR             instead: write DIR's weights as --quantize int8 serves them (F32)\n",
     Run);
 
 }  // namespace

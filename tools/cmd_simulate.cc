@@ -139,8 +139,24 @@ int RunSimulate(const Args& args) {
 }
 
 const RegisterCommand kRegister(
-    "simulate",
-    "sweep speculation policies x request rates through the router core on a virtual clock",
+    "simulate", "sweep speculation policies x request rates through the router core on a virtual clock",
+    "  --policies P1,P2,...      policies to compare (none,static:1,static:3,static:5,sglang-tiers,\n"
+    "                            smartspec,smartspec:request,analytical,fsm,cache-fsm)\n"
+    "  --rates R1,R2,...         request rates per second (1,2,4,8,12,16,24,32)\n"
+    "  --requests N              requests per cell (300)\n"
+    "  --input-len N|MIN:MAX     prompt tokens (128)\n"
+    "  --output-len N|MIN:MAX    generated tokens (128)\n"
+    "  --latency-model FILE      worker latency model (configs/latency/a100-7b-160m.json)\n"
+    "  --router-latency-model FILE  the latency model the router plans with (default: the workers')\n"
+    "  --policy-config FILE      JSON options of the policies\n"
+    "  --pools P1,P2,...         drafter pool names (default)\n"
+    "  --beta-a A --beta-b B     per-token acceptance ~ Beta(A, B)\n"
+    "  --low-beta-a A --low-beta-b B  acceptance in the low phase\n"
+    "  --phase-switch P          per-token probability of switching phase\n"
+    "  --max-k K                 largest draft length (8)\n"
+    "  --max-running N           requests decoding at once (256)\n"
+    "  --seed S                  seed of arrivals, lengths and acceptance (1)\n"
+    "  --json FILE               also write every cell as JSON\n",
     RunSimulate);
 
 }  // namespace

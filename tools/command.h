@@ -35,16 +35,20 @@ class Args {
 
 struct Command {
   std::string name;
-  std::string summary;
+  std::string summary;  // one line, for `splitspec --help`
+  std::string usage;    // `splitspec NAME --help`: the flags, one a line
   std::function<int(const Args&)> run;
 };
 
 std::map<std::string, Command>& CommandRegistry();
 
 struct RegisterCommand {
-  RegisterCommand(std::string name, std::string summary, std::function<int(const Args&)> run) {
-    CommandRegistry()[name] = Command{name, std::move(summary), std::move(run)};
+  RegisterCommand(std::string name, std::string summary, std::string usage, std::function<int(const Args&)> run) {
+    CommandRegistry()[name] = Command{name, std::move(summary), std::move(usage), std::move(run)};
   }
+  // A command without its own flag list: `--help` prints the summary.
+  RegisterCommand(std::string name, std::string summary, std::function<int(const Args&)> run)
+      : RegisterCommand(name, summary, "", std::move(run)) {}
 };
 
 }  // namespace splitspec::tools

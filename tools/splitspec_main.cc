@@ -87,15 +87,43 @@ std::map<std::string, Command>& CommandRegistry() {
 
 }  // namespace splitspec::tools
 
+namespace {
+
+bool IsHelpFlag(const std::string& arg) { return arg == "--help" || arg == "-h"; }
+
+void PrintCommandList(std::FILE* out) {
+  std::fprintf(out, "usage: splitspec COMMAND [flags]   (splitspec COMMAND --help for its flags)\n\ncommands:\n");
+  for (const auto& [name, command] : splitspec::tools::CommandRegistry()) {
+    std::fprintf(out, "  %-16s %s\n", name.c_str(), command.summary.c_str());
+  }
+}
+
+void PrintCommandUsage(const splitspec::tools::Command& command) {
+  std::printf("usage: splitspec %s [flags]\n\n%s\n", command.name.c_str(), command.summary.c_str());
+  if (!command.usage.empty()) std::printf("\n%s", command.usage.c_str());
+  std::printf("  --%-24s print this help and exit\n", "help");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using splitspec::tools::CommandRegistry;
+  if (argc >= 2 && (IsHelpFlag(argv[1]) || std::string(argv[1]) == "help")) {
+    PrintCommandList(stdout);
+    return 0;
+  }
   if (argc < 2 || !CommandRegistry().count(argv[1])) {
-    std::fprintf(stderr, "usage: splitspec COMMAND [flags]\n\ncommands:\n");
-    for (const auto& [name, command] : CommandRegistry()) {
-      std::fprintf(stderr, "  %-14s %s\n", name.c_str(), command.summary.c_str());
+    PrintCommandList(stderr);
+    if (argc >= 2) std::fprintf(stderr, "\nunknown command '%s'\n", argv[1]);
+    return 2;
+  }
+  const splitspec::tools::Command& command = CommandRegistry()[argv[1]];
+  for (int i = 2; i < argc; ++i) {
+    if (IsHelpFlag(argv[i])) {
+      PrintCommandUsage(command);
+      return 0;
     }
-    return argc < 2 ? 2 : (std::fprintf(stderr, "\nunknown command '%s'\n", argv[1]), 2);
   }
   const splitspec::tools::Args args(argc - 1, argv + 1);
-  return CommandRegistry()[argv[1]].run(args);
+  return command.run(args);
 }

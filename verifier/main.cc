@@ -1,7 +1,8 @@
 // splitspec-verifier: serves the Verifier gRPC service over the target model.
 //   splitspec-verifier --model DIR --port P [--device cpu|cuda|cuda:N]
 // Other flags: --host (127.0.0.1), --max-draft-tokens (64), --kv-blocks (1024), --block-size
-// (16), --threads (per rank; 0 = all cores, split between ranks as threads), --drain-seconds
+// (16), --max-context (0 = the model's max_position_embeddings), --session-lease-seconds
+// (300; idle sessions are reclaimed after it, <= 0 = never), --max-sessions (4096), --threads (per rank; 0 = all cores, split between ranks as threads), --drain-seconds
 // (10), --metrics-port (9402; 0 = a free port, -1 = no metrics server), --metrics-host (--host).
 // Prints "splitspec-verifier listening on HOST:PORT" once serving (--port 0 picks a free port),
 // then "splitspec-verifier metrics on HOST:PORT" (GET /metrics);
@@ -27,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/engine/cuda/select_backend.h"
+#include "common/engine/model/llama_model.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/metrics/worker_metrics.h"
@@ -44,9 +46,32 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: splitspec-verifier --model DIR [--port P] [--host H] [--device cpu|cuda|cuda:N]\n"
-    "       [--tp N [--tp-rank R --tp-id-file F]] [--max-draft-tokens K] [--kv-blocks N] [--block-size N]\n"
-    "       [--threads N] [--drain-seconds S] [--metrics-port P|0|-1] [--metrics-host H]\n";
+    "usage: splitspec-verifier --model DIR [--device cpu|cuda|cuda:N] [flags]\n"
+    "\n"
+    "Serves the Verifier gRPC service over the target model.\n"
+    "\n"
+    "  --model DIR              target model directory (config.json, *.safetensors, tokenizer.model)\n"
+    "  --device cpu|cuda|cuda:N where the model runs (cpu)\n"
+    "  --quantize none|int8     int8: quantize the weight matrices at load (Q8_0; CPU only) (none)\n"
+    "  --host H                 address to listen on (127.0.0.1)\n"
+    "  --port P                 gRPC port (50051; 0 = a free port)\n"
+    "  --max-draft-tokens K     largest draft tree per request and step (64)\n"
+    "  --kv-blocks N            KV-cache blocks (1024)\n"
+    "  --block-size N           tokens per KV-cache block (16)\n"
+    "  --threads N              CPU threads per rank (0 = all cores, split between ranks)\n"
+    "  --tp N                   tensor-parallel ranks: threads of this process on the CPU (1)\n"
+    "  --tp-rank R              with --device cuda: this process is rank R of --tp N over NCCL\n"
+    "  --tp-id-file F           rank 0 writes the NCCL group id to F; ranks 1..N-1 read it\n"
+    "  --drain-seconds S        on SIGTERM/SIGINT, how long in-flight calls may finish (10)\n"
+    "  --max-context TOKENS     longest sequence served (0 = the model's max_position_embeddings)\n"
+    "  --session-lease-seconds S  idle sessions are reclaimed after S seconds (300; <= 0 = never)\n"
+    "  --max-sessions N         sessions held at once; more answer RESOURCE_EXHAUSTED (4096)\n"
+    "  --metrics-port P|0|-1    GET /metrics port (9402; 0 = a free port, -1 = off)\n"
+    "  --metrics-host H         address of the metrics server (--host)\n"
+    "  --help                   print this help and exit\n"
+    "\n"
+    "Prints \"splitspec-verifier listening on HOST:PORT\" once serving. Flag errors and devices this\n"
+    "build or machine lacks exit 2; a model that does not load exits 1.\n";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
@@ -168,10 +193,14 @@ int Run(const splitspec::rpc::Flags& flags) {
   splitspec::verifier::VerifierOptions options;
   options.model_dir = flags.GetString("model");
   options.device = flags.GetString("device", "cpu");
+  const std::string quantize = flags.GetString("quantize", "none");
   auto port = flags.GetInt("port", 50051);
   auto max_draft = flags.GetInt("max-draft-tokens", 64);
   auto kv_blocks = flags.GetInt("kv-blocks", 1024);
   auto block_size = flags.GetInt("block-size", 16);
+  auto max_context = flags.GetInt("max-context", 0);
+  auto lease = flags.GetDouble("session-lease-seconds", 300);
+  auto max_sessions = flags.GetInt("max-sessions", 4096);
   auto threads = flags.GetInt("threads", 0);
   auto tp = flags.GetInt("tp", 1);
   const bool multi_process = flags.Has("tp-rank");
@@ -182,17 +211,26 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kVerifierMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", host);
   for (const absl::Status& s : {port.status(), max_draft.status(), kv_blocks.status(), block_size.status(),
-                                threads.status(), tp.status(), tp_rank.status(), drain.status(),
+                                max_context.status(), lease.status(), max_sessions.status(), threads.status(), tp.status(), tp_rank.status(), drain.status(),
                                 metrics_port.status(), flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
   if (options.model_dir.empty()) return Fail(absl::InvalidArgumentError("--model DIR is required"));
   if (absl::Status s = splitspec::engine::CheckDevice(options.device); !s.ok()) return Fail(s);
   const splitspec::engine::DeviceSpec device = *splitspec::engine::ParseDevice(options.device);
+  auto quantization = splitspec::engine::ParseWeightQuantization(quantize);
+  if (!quantization.ok()) return Fail(quantization.status());
+  if (*quantization != splitspec::engine::WeightQuantization::kNone && device.cuda) {
+    return Fail(absl::InvalidArgumentError("--quantize int8 runs on the CPU backend only, not with --device cuda"));
+  }
+  options.quantize = *quantization;
   if (*tp < 1) return Fail(absl::InvalidArgumentError(absl::StrCat("--tp must be >= 1, got ", *tp)));
   options.kv_blocks = *kv_blocks;
   options.block_size = *block_size;
   options.max_draft_tokens = *max_draft;
+  options.max_context_tokens = *max_context;
+  options.session_lease_seconds = *lease;
+  options.max_sessions = *max_sessions;
   options.n_threads = *threads;
   options.tp_size = *tp;
 
@@ -233,6 +271,10 @@ int Run(const splitspec::rpc::Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (splitspec::rpc::HelpRequested(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   // Before any thread exists, so every gRPC and OpenMP thread inherits the blocked mask.
   splitspec::rpc::BlockTerminationSignals();
   auto flags = splitspec::rpc::Flags::Parse(argc, argv, {});

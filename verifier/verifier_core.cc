@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 #include <unordered_set>
@@ -45,6 +46,14 @@ absl::StatusOr<spec::DraftTree> BuildTree(const spec::DraftProposal& draft, int3
                                                      " values; expected nodes * vocab = ",
                                                      draft.tokens.size() * static_cast<size_t>(vocab)));
     }
+    // Dropping NaN or negative entries would silently change the acceptance test.
+    for (size_t i = 0; i < draft.probs.size(); ++i) {
+      const float p = draft.probs[i];
+      if (!(p >= 0.0f) || std::isinf(p)) {
+        return absl::InvalidArgumentError(absl::StrCat("draft probability ", i, " is ", p,
+                                                       "; every q must be finite and >= 0"));
+      }
+    }
     for (size_t i = 0; i < draft.tokens.size(); ++i) {
       dists.push_back(spec::DraftDistribution::FromDense(
           absl::MakeConstSpan(draft.probs).subspan(i * vocab, vocab)));
@@ -57,6 +66,7 @@ absl::Status CheckOptions(const VerifierOptions& options) {
   if (options.kv_blocks <= 0 || options.block_size <= 0) {
     return absl::InvalidArgumentError("kv_blocks and block_size must be positive");
   }
+  if (options.max_context_tokens < 0) return absl::InvalidArgumentError("max_context_tokens must be >= 0");
   if (options.max_draft_tokens < 0) return absl::InvalidArgumentError("max_draft_tokens must be >= 0");
   if (options.tp_size < 1) return absl::InvalidArgumentError(absl::StrCat("tp_size must be >= 1, got ", options.tp_size));
   return absl::OkStatus();
@@ -66,6 +76,7 @@ ReplicaOptions ToReplicaOptions(const VerifierOptions& options) {
   ReplicaOptions replica;
   replica.model_dir = options.model_dir;
   replica.device = options.device;
+  replica.quantize = options.quantize;
   replica.n_threads = options.n_threads;
   if (options.tp_size > 1 && replica.n_threads == 0) {
     // Ranks as threads share the cores: split them rather than oversubscribe.
@@ -124,7 +135,7 @@ absl::StatusOr<std::unique_ptr<VerifierCore>> VerifierCore::CreateRank0(const Ve
 }
 
 VerifierCore::VerifierCore(const VerifierOptions& options)
-    : options_(options), model_name_(BaseName(options.model_dir)) {}
+    : options_(options), model_name_(BaseName(options.model_dir)), leases_(options.session_lease_seconds) {}
 
 VerifierCore::~VerifierCore() {
   if (leader_ != nullptr) {
@@ -143,6 +154,11 @@ VerifierCore::~VerifierCore() {
 
 int32_t VerifierCore::vocab_size() const { return config().vocab_size; }
 
+int32_t VerifierCore::MaxContext() const {
+  const int32_t model = config().max_position_embeddings;
+  return options_.max_context_tokens > 0 ? std::min(options_.max_context_tokens, model) : model;
+}
+
 absl::Status VerifierCore::CheckTokens(const std::vector<int32_t>& tokens, const char* what,
                                        spec::RequestId id) const {
   const int32_t vocab = vocab_size();
@@ -159,105 +175,153 @@ int32_t VerifierCore::NextToken(Session& session, const float* logits) const {
   return engine::SampleToken(absl::MakeConstSpan(logits, vocab_size()), session.sampling, *session.rng);
 }
 
-absl::StatusOr<std::vector<spec::PrefillResult>> VerifierCore::Prefill(const std::vector<spec::PrefillItem>& items) {
-  const int32_t max_positions = config().max_position_embeddings;
-  std::unordered_set<spec::RequestId> seen;
-  for (const spec::PrefillItem& item : items) {
-    if (!seen.insert(item.id).second) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, " appears twice in one prefill"));
-    }
-    if (sessions_.count(item.id)) {
-      return absl::AlreadyExistsError(absl::StrCat("request ", item.id, " already has a session"));
-    }
-    if (item.tokens.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": empty prompt"));
-    }
-    if (static_cast<int64_t>(item.tokens.size()) >= max_positions) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": prompt of ", item.tokens.size(),
-                                                     " tokens leaves no room in the model's context of ",
-                                                     max_positions));
-    }
-    if (absl::Status s = CheckTokens(item.tokens, "prompt", item.id); !s.ok()) return s;
-    if (absl::Status s = engine::ValidateSamplingParams(item.sampling); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": ", s.message()));
-    }
+absl::Status VerifierCore::CheckPrefillItem(const spec::PrefillItem& item) const {
+  const int32_t max_positions = MaxContext();
+  if (sessions_.count(item.id)) {
+    return absl::AlreadyExistsError(absl::StrCat("request ", item.id, " already has a session"));
   }
-  if (items.empty()) return std::vector<spec::PrefillResult>();
+  if (item.tokens.empty()) return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": empty prompt"));
+  if (static_cast<int64_t>(item.tokens.size()) >= max_positions) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": prompt of ", item.tokens.size(),
+                                                   " tokens leaves no room in the model's context of ",
+                                                   max_positions));
+  }
+  if (absl::Status s = CheckTokens(item.tokens, "prompt", item.id); !s.ok()) return s;
+  if (absl::Status s = engine::ValidateSamplingParams(item.sampling); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<spec::PrefillResult>> VerifierCore::Prefill(const std::vector<spec::PrefillItem>& items) {
+  // Each item is checked on its own: a bad one gets its status, the others run.
+  std::vector<spec::PrefillResult> results(items.size());
+  std::vector<size_t> ready;
+  std::unordered_set<spec::RequestId> seen;
+  for (size_t i = 0; i < items.size(); ++i) {
+    results[i].id = items[i].id;
+    if (!seen.insert(items[i].id).second) {
+      results[i].status =
+          absl::InvalidArgumentError(absl::StrCat("request ", items[i].id, " appears twice in one prefill"));
+      continue;
+    }
+    results[i].status = CheckPrefillItem(items[i]);
+    if (results[i].status.ok()) ready.push_back(i);
+  }
+  if (ready.empty()) return results;
+  // The session cap counts this batch's new sessions too, first come first served.
+  if (options_.max_sessions > 0) {
+    std::vector<size_t> within;
+    for (size_t i : ready) {
+      if (static_cast<int64_t>(sessions_.size() + within.size()) < options_.max_sessions) {
+        within.push_back(i);
+      } else {
+        results[i].status = absl::ResourceExhaustedError(absl::StrCat(
+            "request ", items[i].id, ": the verifier holds its maximum of ", options_.max_sessions, " sessions"));
+      }
+    }
+    ready.swap(within);
+    if (ready.empty()) return results;
+  }
 
   std::vector<engine::SequenceStep> steps;
-  steps.reserve(items.size());
-  for (const spec::PrefillItem& item : items) {
+  steps.reserve(ready.size());
+  for (size_t i : ready) {
     engine::SequenceStep step;
-    step.seq = item.id;
-    step.tokens = item.tokens;
-    step.logit_nodes = {static_cast<int32_t>(item.tokens.size()) - 1};
+    step.seq = items[i].id;
+    step.tokens = items[i].tokens;
+    step.logit_nodes = {static_cast<int32_t>(items[i].tokens.size()) - 1};
     steps.push_back(std::move(step));
   }
   engine::ForwardResult forward;
   if (absl::Status s = leader_->BeginPrefill(steps, &forward); !s.ok()) return s;
-  std::vector<spec::PrefillResult> results;
-  results.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    Session session;
-    session.sampling = items[i].sampling;
-    session.rng = std::make_unique<engine::Rng>(items[i].sampling.seed);
-    session.pending = NextToken(session, forward.Row(static_cast<int64_t>(i)));
-    results.push_back(spec::PrefillResult{items[i].id, session.pending});
-    sessions_.emplace(items[i].id, std::move(session));
+  std::vector<Session> fresh(ready.size());
+  for (size_t j = 0; j < ready.size(); ++j) {
+    const spec::PrefillItem& item = items[ready[j]];
+    fresh[j].sampling = item.sampling;
+    fresh[j].rng = std::make_unique<engine::Rng>(item.sampling.seed);
+    fresh[j].pending = NextToken(fresh[j], forward.Row(static_cast<int64_t>(j)));
   }
   // Sessions exist on rank 0 only; the other ranks keep the prefilled KV.
-  if (absl::Status s = leader_->Commit({}); !s.ok()) {
-    // Only a broken group gets here, and the leader undid the step: no session either.
-    for (const spec::PrefillItem& item : items) sessions_.erase(item.id);
-    return s;
+  if (absl::Status s = leader_->Commit({}); !s.ok()) return s;  // a broken group: nothing kept
+  std::vector<engine::SeqId> unusable;
+  const double now = Now();
+  for (size_t j = 0; j < ready.size(); ++j) {
+    spec::PrefillResult& result = results[ready[j]];
+    if (fresh[j].pending < 0 || fresh[j].pending >= vocab_size()) {
+      // Never answer OK with a token the router cannot use; drop this item's KV.
+      result.status = absl::InternalError(absl::StrCat("request ", result.id, ": sampling produced no valid token"));
+      unusable.push_back(result.id);
+      continue;
+    }
+    result.next_token = fresh[j].pending;
+    sessions_.emplace(result.id, std::move(fresh[j]));
+    leases_.Touch(result.id, now);
   }
+  if (!unusable.empty()) leader_->Release(unusable).IgnoreError();
   return results;
+}
+
+absl::StatusOr<spec::DraftTree> VerifierCore::CheckVerifyItem(const spec::VerifyItem& item) const {
+  const int32_t max_positions = MaxContext();
+  if (!sessions_.count(item.id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown session: request ", item.id, " was never prefilled here or was released"));
+  }
+  absl::StatusOr<spec::DraftTree> tree = BuildTree(item.draft, vocab_size(), options_.max_draft_tokens);
+  if (!tree.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", item.id, ": malformed draft tree: ", tree.status().message()));
+  }
+  if (kv().Length(item.id) + 1 + tree->max_depth() > max_positions) {
+    return absl::OutOfRangeError(
+        absl::StrCat("request ", item.id, ": the step runs past the model's context of ", max_positions, " tokens"));
+  }
+  return tree;
 }
 
 absl::StatusOr<spec::VerifyResponse> VerifierCore::Verify(const std::vector<spec::VerifyItem>& items) {
   const auto start = Clock::now();
-  const int32_t max_positions = config().max_position_embeddings;
+  spec::VerifyResponse response;
+  response.results.resize(items.size());
+  // Each item is checked on its own: a bad one gets its status, the others run.
+  std::vector<size_t> ready;
   std::vector<spec::DraftTree> trees;
-  trees.reserve(items.size());
   std::unordered_set<spec::RequestId> seen;
-  for (const spec::VerifyItem& item : items) {
-    if (!seen.insert(item.id).second) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, " appears twice in one verify batch"));
+  for (size_t i = 0; i < items.size(); ++i) {
+    spec::VerifyResult& result = response.results[i];
+    result.id = items[i].id;
+    if (!seen.insert(items[i].id).second) {
+      result.status =
+          absl::InvalidArgumentError(absl::StrCat("request ", items[i].id, " appears twice in one verify batch"));
+      continue;
     }
-    auto it = sessions_.find(item.id);
-    if (it == sessions_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown session: request ", item.id,
-                                                     " was never prefilled here or was released"));
-    }
-    absl::StatusOr<spec::DraftTree> tree = BuildTree(item.draft, vocab_size(), options_.max_draft_tokens);
+    absl::StatusOr<spec::DraftTree> tree = CheckVerifyItem(items[i]);
     if (!tree.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": malformed draft tree: ",
-                                                     tree.status().message()));
+      result.status = tree.status();
+      continue;
     }
-    if (kv().Length(item.id) + 1 + tree->max_depth() > max_positions) {
-      return absl::OutOfRangeError(absl::StrCat("request ", item.id, ": the draft runs past the model's context of ",
-                                                max_positions, " tokens"));
-    }
+    ready.push_back(i);
     trees.push_back(*std::move(tree));
   }
 
-  spec::VerifyResponse response;
-  if (!items.empty()) {
+  if (!ready.empty()) {
     // One step per session: the pending token as node 0, then the tree; logits at every node.
     std::vector<engine::SequenceStep> steps;
     std::vector<int32_t> bases;
     std::vector<int32_t> first_row;
-    steps.reserve(items.size());
+    steps.reserve(ready.size());
     int32_t rows = 0;
-    for (size_t i = 0; i < items.size(); ++i) {
-      const Session& session = sessions_.at(items[i].id);
+    for (size_t j = 0; j < ready.size(); ++j) {
+      const spec::RequestId id = items[ready[j]].id;
+      const Session& session = sessions_.at(id);
       engine::SequenceStep step;
-      step.seq = items[i].id;
-      step.tokens = trees[i].TokensWithRoot(session.pending);
-      step.parents = trees[i].ParentsWithRoot();
+      step.seq = id;
+      step.tokens = trees[j].TokensWithRoot(session.pending);
+      step.parents = trees[j].ParentsWithRoot();
       step.logit_nodes.resize(step.tokens.size());
       for (size_t n = 0; n < step.tokens.size(); ++n) step.logit_nodes[n] = static_cast<int32_t>(n);
-      bases.push_back(kv().Length(items[i].id));
+      bases.push_back(kv().Length(id));
       first_row.push_back(rows);
       rows += static_cast<int32_t>(step.tokens.size());
       steps.push_back(std::move(step));
@@ -267,31 +331,34 @@ absl::StatusOr<spec::VerifyResponse> VerifierCore::Verify(const std::vector<spec
 
     // Rank 0 alone decides; the decisions reach the other ranks in one commit.
     std::vector<CommitOp> commits;
-    commits.reserve(items.size());
-    response.results.reserve(items.size());
-    for (size_t i = 0; i < items.size(); ++i) {
-      Session& session = sessions_.at(items[i].id);
-      const spec::DraftTree& tree = trees[i];
-      // Rows first_row[i] .. first_row[i] + tree.size() are this request's (1 + n_nodes, vocab)
+    commits.reserve(ready.size());
+    for (size_t j = 0; j < ready.size(); ++j) {
+      spec::VerifyResult& result = response.results[ready[j]];
+      Session& session = sessions_.at(result.id);
+      const spec::DraftTree& tree = trees[j];
+      // Rows first_row[j] .. first_row[j] + tree.size() are this request's (1 + n_nodes, vocab)
       // block in the layout spec::Verify expects (row 0 = after the pending token).
       const size_t vocab = static_cast<size_t>(vocab_size());
       const absl::Span<const float> logits = absl::MakeConstSpan(
-          forward.Row(first_row[i]), (static_cast<size_t>(tree.size()) + 1) * vocab);
+          forward.Row(first_row[j]), (static_cast<size_t>(tree.size()) + 1) * vocab);
       absl::StatusOr<spec::VerifyOutcome> outcome =
           spec::Verify(tree, logits, vocab_size(), session.sampling, *session.rng);
+      // Inputs were checked above, so a failure here is internal: the step is undone for all.
       if (!outcome.ok()) {
         if (absl::Status s = leader_->Abort(); !s.ok()) return s;
         return outcome.status();
       }
-      commits.push_back(CommitOp{items[i].id, bases[i], outcome->AcceptedRowsWithRoot()});
-      spec::VerifyResult result;
-      result.id = items[i].id;
+      commits.push_back(CommitOp{result.id, bases[j], outcome->AcceptedRowsWithRoot()});
       result.accept_length = outcome->accept_length();
       result.tokens = std::move(outcome->tokens);
-      response.results.push_back(std::move(result));
     }
     if (absl::Status s = leader_->Commit(commits); !s.ok()) return s;
-    for (const spec::VerifyResult& result : response.results) sessions_.at(result.id).pending = result.tokens.back();
+    const double now = Now();
+    for (size_t i : ready) {
+      const spec::VerifyResult& result = response.results[i];
+      sessions_.at(result.id).pending = result.tokens.back();
+      leases_.Touch(result.id, now);
+    }
   }
   response.compute_seconds = SecondsSince(start);
   response.free_blocks = kv().free_blocks();
@@ -302,6 +369,7 @@ absl::StatusOr<spec::VerifyResponse> VerifierCore::Verify(const std::vector<spec
 int32_t VerifierCore::Release(const std::vector<spec::RequestId>& ids) {
   std::vector<engine::SeqId> known;
   for (spec::RequestId id : ids) {
+    leases_.Forget(id);
     if (sessions_.erase(id) > 0) known.push_back(id);
   }
   if (!known.empty()) {
@@ -313,6 +381,11 @@ int32_t VerifierCore::Release(const std::vector<spec::RequestId>& ids) {
   return static_cast<int32_t>(known.size());
 }
 
+int32_t VerifierCore::ReclaimIdle() {
+  const std::vector<spec::RequestId> expired = leases_.TakeExpired(Now());
+  return expired.empty() ? 0 : Release(expired);
+}
+
 spec::WorkerInfo VerifierCore::Info() const {
   spec::WorkerInfo info;
   info.model_name = model_name_;
@@ -322,6 +395,7 @@ spec::WorkerInfo VerifierCore::Info() const {
   info.block_size = kv().block_size();
   info.max_draft_tokens = options_.max_draft_tokens;
   info.live_sessions = static_cast<int32_t>(sessions_.size());
+  info.max_context_tokens = MaxContext();
   return info;
 }
 

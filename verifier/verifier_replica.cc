@@ -61,6 +61,7 @@ absl::StatusOr<std::unique_ptr<VerifierReplica>> VerifierReplica::Create(
       return absl::InvalidArgumentError("kv_blocks and block_size must be positive");
     }
     engine::ModelLoadOptions load_options;
+    load_options.quantize = options.quantize;
     load_options.tp_rank = options.tp_rank;
     load_options.tp_size = options.tp_size;
     load_options.comm = options.tp_size > 1 ? comm : nullptr;

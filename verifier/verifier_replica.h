@@ -31,6 +31,7 @@ namespace splitspec::verifier {
 struct ReplicaOptions {
   std::string model_dir;
   std::string device = "cpu";  // cpu, cuda, cuda:N (select_backend.h)
+  engine::WeightQuantization quantize = engine::WeightQuantization::kNone;
   int32_t n_threads = 0;       // CPU backend threads, 0 = OpenMP default
   int32_t kv_blocks = 1024;
   int32_t block_size = 16;

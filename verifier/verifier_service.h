@@ -8,9 +8,11 @@
 #ifndef SPLITSPEC_VERIFIER_VERIFIER_SERVICE_H_
 #define SPLITSPEC_VERIFIER_VERIFIER_SERVICE_H_
 
+#include <memory>
 #include <mutex>
 
 #include "common/metrics/worker_metrics.h"
+#include "common/rpc/periodic_task.h"
 #include "splitspec/v1/verifier.grpc.pb.h"
 #include "verifier/verifier_core.h"
 
@@ -40,6 +42,8 @@ class VerifierService final : public v1::Verifier::Service {
   std::mutex mu_;
   VerifierCore* core_;                // not owned
   metrics::WorkerMetrics* metrics_;  // not owned, may be null
+  // Reclaims sessions whose lease ran out, a few times per lease period (none without leases).
+  std::unique_ptr<rpc::PeriodicTask> reaper_;
 };
 
 }  // namespace splitspec::verifier

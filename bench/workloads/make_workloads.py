@@ -9,6 +9,8 @@ so a trained pair is measured on text it never saw; the chat prompts are written
   code.jsonl  code completion: the lines of a held-out module up to a function signature
   qa.jsonl    summarisation / QA over a long held-out context, where the answer quotes the
               context (the regime in which n-gram prompt lookup shines)
+  prose.jsonl continuation of held-out Language Reference prose: a few paragraphs cut after a
+              sentence
   mix.jsonl   phase-changing mix: blocks of chat, QA and code in turn (a policy has to adapt
               when the phase changes)
 
@@ -160,6 +162,25 @@ def qa_items(prose_held, code_held, limit=32, target_chars=600):
     return items[:limit]
 
 
+def prose_items(prose_held, limit=24, target_chars=420):
+    """Held-out prose to continue: whole paragraphs up to about target_chars, ending after a
+    sentence, drawn round-robin from the held-out topics so that every topic is represented."""
+    per_topic = []
+    for key, text in prose_held:
+        windows = []
+        for w, context in enumerate(_paragraph_windows(text, target_chars)):
+            cut = [m.start() for m in _SENTENCE.finditer(context) if m.start() >= target_chars // 2]
+            if not cut or cut[0] > 2 * target_chars:
+                continue  # no sentence end in reach (a table or a long listing)
+            windows.append({"id": "prose-%s-%d" % (key.split(":", 1)[1], w), "category": "prose",
+                            "max_tokens": 128, "source": key, "prompt": context[:cut[0]]})
+        per_topic.append(windows)
+    items = []
+    for i in range(max((len(w) for w in per_topic), default=0)):
+        items += [w[i] for w in per_topic if i < len(w)]
+    return items[:limit]
+
+
 def mix_items(chat, qa, code, block=8, blocks=9):
     """Blocks of `block` requests: chat, qa, code, chat, qa, ... with a phase label per block."""
     kinds = [("chat", chat), ("qa", qa), ("code", code)]
@@ -197,6 +218,7 @@ def main(argv):
     write(os.path.join(args.out, "chat.jsonl"), chat)
     write(os.path.join(args.out, "code.jsonl"), code)
     write(os.path.join(args.out, "qa.jsonl"), qa)
+    write(os.path.join(args.out, "prose.jsonl"), prose_items(prose_held))
     write(os.path.join(args.out, "mix.jsonl"), mix_items(chat, qa, code))
     return 0
 

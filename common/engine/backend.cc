@@ -6,7 +6,7 @@
 namespace splitspec::engine {
 
 void Backend::MatMulSplit(const Tensor& x, const Tensor& w, const Tensor* bias, absl::Span<Tensor* const> outs) {
-  const size_t row_bytes = static_cast<size_t>(w.cols) * DTypeSize(w.dtype);
+  const size_t row_bytes = DTypeRowBytes(w.dtype, w.cols);
   int64_t first_row = 0;
   for (Tensor* out : outs) {
     // Rows of a row-major matrix are contiguous, so a part is a plain sub-tensor (on any device).

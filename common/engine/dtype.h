@@ -1,5 +1,10 @@
 // Element types the engine stores weights in, and exact conversions between them and f32.
-// Activations and accumulators are always f32; F16/BF16 exist only as storage formats.
+// Activations and accumulators are always f32; F16/BF16 and Q8_0 exist only as storage formats.
+//
+// Q8_0 is not a file dtype: it is made at load time (--quantize int8). A row of K weights is
+// K / 32 blocks of 34 bytes, each an IEEE-half scale d followed by 32 int8 values q in
+// [-127, 127]; weight i of a block is q[i] * d. The product is exact in f32 (7 + 11 significant
+// bits), so a Q8_0 matrix computes bit for bit what its dequantized F32 copy computes.
 #ifndef SPLITSPEC_COMMON_ENGINE_DTYPE_H_
 #define SPLITSPEC_COMMON_ENGINE_DTYPE_H_
 
@@ -10,15 +15,26 @@
 
 namespace splitspec::engine {
 
-enum class DType : uint8_t { kF32, kF16, kBF16 };
+enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0 };
 
+constexpr int kQ8BlockSize = 32;   // weights per Q8_0 block
+constexpr int kQ8BlockBytes = 34;  // half scale + 32 int8
+
+// Bytes per element of the per-element dtypes (the file dtypes F32, F16, BF16).
 inline size_t DTypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+
+// Bytes of one row of `cols` elements in any dtype (Q8_0 rows hold whole blocks).
+inline size_t DTypeRowBytes(DType dtype, int64_t cols) {
+  if (dtype == DType::kQ8_0) return static_cast<size_t>(cols / kQ8BlockSize) * kQ8BlockBytes;
+  return static_cast<size_t>(cols) * DTypeSize(dtype);
+}
 
 inline std::string_view DTypeName(DType dtype) {
   switch (dtype) {
     case DType::kF32: return "F32";
     case DType::kF16: return "F16";
     case DType::kBF16: return "BF16";
+    case DType::kQ8_0: return "Q8_0";
   }
   return "?";
 }

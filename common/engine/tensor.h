@@ -17,7 +17,7 @@ struct Tensor {
   int64_t cols = 0;
 
   int64_t n_elements() const { return rows * cols; }
-  size_t n_bytes() const { return static_cast<size_t>(n_elements()) * DTypeSize(dtype); }
+  size_t n_bytes() const { return static_cast<size_t>(rows) * DTypeRowBytes(dtype, cols); }
   float* f32() const { return static_cast<float*>(data); }
   // Row `r` of a tensor viewed as f32 (activations only).
   float* row(int64_t r) const { return f32() + r * cols; }

@@ -1,6 +1,8 @@
 // proto <-> core conversions (see convert.h).
 #include "common/rpc/convert.h"
 
+#include <string>
+
 namespace splitspec::rpc {
 namespace {
 
@@ -13,6 +15,16 @@ template <typename T>
 void Assign(const std::vector<T>& values, google::protobuf::RepeatedField<T>* field) {
   field->Clear();
   field->Add(values.begin(), values.end());
+}
+
+absl::Status FromProto(const v1::ItemStatus& proto) {
+  if (proto.code() == 0) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(proto.code()), proto.message());
+}
+
+void ToProto(const absl::Status& status, v1::ItemStatus* proto) {
+  proto->set_code(static_cast<int32_t>(status.code()));
+  proto->set_message(std::string(status.message()));
 }
 
 }  // namespace
@@ -70,6 +82,8 @@ spec::WorkerInfo FromProto(const v1::WorkerInfo& proto) {
   info.block_size = proto.block_size();
   info.max_draft_tokens = proto.max_draft_tokens();
   info.live_sessions = proto.live_sessions();
+  info.max_context_tokens = proto.max_context_tokens();
+  info.held_tokens = proto.held_tokens();
   return info;
 }
 
@@ -81,6 +95,8 @@ void ToProto(const spec::WorkerInfo& info, v1::WorkerInfo* proto) {
   proto->set_block_size(info.block_size);
   proto->set_max_draft_tokens(info.max_draft_tokens);
   proto->set_live_sessions(info.live_sessions);
+  proto->set_max_context_tokens(info.max_context_tokens);
+  proto->set_held_tokens(info.held_tokens);
 }
 
 std::vector<spec::PrefillItem> FromProto(const v1::PrefillRequest& proto) {
@@ -110,7 +126,7 @@ std::vector<spec::PrefillResult> FromProto(const v1::PrefillResponse& proto) {
   std::vector<spec::PrefillResult> results;
   results.reserve(proto.results_size());
   for (const v1::PrefillResult& p : proto.results()) {
-    results.push_back(spec::PrefillResult{p.request_id(), p.next_token()});
+    results.push_back(spec::PrefillResult{p.request_id(), p.next_token(), FromProto(p.status())});
   }
   return results;
 }
@@ -121,6 +137,7 @@ void ToProto(const std::vector<spec::PrefillResult>& results, v1::PrefillRespons
     v1::PrefillResult* p = proto->add_results();
     p->set_request_id(result.id);
     p->set_next_token(result.next_token);
+    if (!result.status.ok()) ToProto(result.status, p->mutable_status());
   }
 }
 
@@ -150,6 +167,7 @@ spec::VerifyResponse FromProto(const v1::VerifyResponse& proto) {
     result.id = p.request_id();
     result.tokens = ToVector(p.tokens());
     result.accept_length = p.accept_length();
+    result.status = FromProto(p.status());
     response.results.push_back(std::move(result));
   }
   response.compute_seconds = proto.compute_seconds();
@@ -165,6 +183,7 @@ void ToProto(const spec::VerifyResponse& response, v1::VerifyResponse* proto) {
     p->set_request_id(result.id);
     Assign(result.tokens, p->mutable_tokens());
     p->set_accept_length(result.accept_length);
+    if (!result.status.ok()) ToProto(result.status, p->mutable_status());
   }
   proto->set_compute_seconds(response.compute_seconds);
   proto->set_free_blocks(response.free_blocks);
@@ -202,7 +221,7 @@ spec::ProposeResponse FromProto(const v1::ProposeResponse& proto) {
   spec::ProposeResponse response;
   response.results.reserve(proto.results_size());
   for (const v1::ProposeResult& p : proto.results()) {
-    response.results.push_back(spec::ProposeResult{p.request_id(), FromProto(p.draft())});
+    response.results.push_back(spec::ProposeResult{p.request_id(), FromProto(p.draft()), FromProto(p.status())});
   }
   response.compute_seconds = proto.compute_seconds();
   return response;
@@ -214,6 +233,7 @@ void ToProto(const spec::ProposeResponse& response, v1::ProposeResponse* proto) 
     v1::ProposeResult* p = proto->add_results();
     p->set_request_id(result.id);
     ToProto(result.draft, p->mutable_draft());
+    if (!result.status.ok()) ToProto(result.status, p->mutable_status());
   }
   proto->set_compute_seconds(response.compute_seconds);
 }

@@ -8,6 +8,14 @@
 
 namespace splitspec::rpc {
 
+bool HelpRequested(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") return true;
+  }
+  return false;
+}
+
 absl::StatusOr<Flags> Flags::Parse(int argc, char** argv, const std::set<std::string>& boolean) {
   Flags flags;
   for (int i = 1; i < argc; ++i) {

@@ -15,6 +15,10 @@
 
 namespace splitspec::rpc {
 
+// True when the command line asks for the usage (`--help` or `-h` anywhere): a binary prints its
+// usage on stdout and exits 0 before reading any other flag, so `--help` never needs a value.
+bool HelpRequested(int argc, char** argv);
+
 class Flags {
  public:
   // `boolean` names take no value (`--ngram`); every other flag needs one. INVALID_ARGUMENT

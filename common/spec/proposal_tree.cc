@@ -1,6 +1,7 @@
 // DraftProposal <-> DraftTree conversions.
 #include "common/spec/proposal_tree.h"
 
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -45,7 +46,10 @@ DraftProposal ProposalFromDraftTree(const DraftTree& tree) {
     double total = 0.0;
     for (float p : q.probs) total += p;
     for (size_t j = 0; j < q.token_ids.size(); ++j) {
-      row[q.token_ids[j]] += static_cast<float>(q.probs[j] / total);
+      // A positive probability stays positive: one far below the row's largest would round to
+      // 0 in float, and a node's own token at 0 is a proposal the tree check refuses.
+      const float p = static_cast<float>(q.probs[j] / total);
+      row[q.token_ids[j]] += p > 0.0f || q.probs[j] <= 0.0f ? p : std::numeric_limits<float>::denorm_min();
     }
   }
   return proposal;

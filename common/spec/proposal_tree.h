@@ -15,7 +15,8 @@ absl::StatusOr<DraftTree> DraftTreeFromProposal(const DraftProposal& proposal,
                                                 const DraftTreeLimits& limits);
 
 // The inverse: probs stay empty when no node has a draft distribution; otherwise every node
-// gets a dense normalised row (one-hot at its token for nodes without one).
+// gets a dense normalised row (one-hot at its token for nodes without one), in which positive
+// probabilities stay positive, so the result builds the same tree again.
 DraftProposal ProposalFromDraftTree(const DraftTree& tree);
 
 }  // namespace splitspec::spec

@@ -14,11 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "common/engine/sampling/sampler.h"
 
 namespace splitspec::spec {
 
 using RequestId = uint64_t;
+
+// Batched calls answer per item: a call-level error means the whole call failed (the worker
+// is unreachable or broken); an item whose input is bad gets its own non-OK `status` and the
+// other items of the batch proceed. A worker never answers OK with an invalid token.
 
 // A draft tree for one request. parents[i] is the index of node i's parent, -1 for a node
 // that continues the committed history directly; parents[i] < i. A chain of k tokens has
@@ -48,6 +53,8 @@ struct PrefillItem {
 struct PrefillResult {
   RequestId id = 0;
   int32_t next_token = 0;  // the first generated token: becomes the pending token
+  // Non-OK: no session was created for this item (next_token is meaningless).
+  absl::Status status;
 };
 
 struct VerifyItem {
@@ -59,6 +66,9 @@ struct VerifyResult {
   // Accepted draft tokens followed by the one token the target emitted (always >= 1 token).
   std::vector<int32_t> tokens;
   int32_t accept_length = 0;  // draft tokens accepted (tokens.size() - 1)
+  // Non-OK: this item's session did not advance (tokens empty). OUT_OF_RANGE when the step
+  // would run past the model's context.
+  absl::Status status;
 };
 struct VerifyResponse {
   std::vector<VerifyResult> results;
@@ -83,6 +93,9 @@ struct ProposeItem {
 struct ProposeResult {
   RequestId id = 0;
   DraftProposal draft;
+  // Non-OK: no draft for this item. FAILED_PRECONDITION when the drafter's session disagrees
+  // with known_length (the router resends the whole history next time).
+  absl::Status status;
 };
 struct ProposeResponse {
   std::vector<ProposeResult> results;
@@ -97,6 +110,8 @@ struct WorkerInfo {
   int32_t block_size = 16;
   int32_t max_draft_tokens = 0;  // largest proposal the worker accepts
   int32_t live_sessions = 0;
+  int32_t max_context_tokens = 0;  // the model's context (0 = no limit known)
+  int64_t held_tokens = 0;         // history tokens held across all sessions
 };
 
 }  // namespace splitspec::spec

@@ -6,8 +6,10 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 
+#include "common/engine/sampling/seed.h"
 #include "common/rpc/convert.h"
 #include "common/rpc/status.h"
 #include "router/service/text_stream.h"
@@ -78,6 +80,13 @@ grpc::Status RouterService::Generate(grpc::ServerContext* context, const v1::Gen
   }
   core_request.ignore_eos = request->ignore_eos();
   core_request.sampling = rpc::FromProto(request->sampling());
+  // An unseeded sampled request gets its own seed, reported in the final message.
+  const bool sampled = !core_request.sampling.greedy();
+  if (sampled) {
+    core_request.sampling.seed = engine::ChooseSeed(
+        request->sampling().has_seed() ? std::optional<uint64_t>(request->sampling().seed()) : std::nullopt);
+  }
+  const uint64_t seed = core_request.sampling.seed;
   core_request.drafter = request->drafter();
   std::unique_ptr<TextStream> text;
   if (tokenizer_ != nullptr) text = std::make_unique<TextStream>(tokenizer_, core_request.prompt, core_request.stop);
@@ -125,6 +134,7 @@ grpc::Status RouterService::Generate(grpc::ServerContext* context, const v1::Gen
         if (text != nullptr) response.mutable_text()->append(text->Flush());
         response.set_finish_reason(ToProto(event.finish_reason));
         ToProto(event.usage, response.mutable_usage());
+        if (sampled) response.set_seed(seed);
         writer->Write(response);
         return grpc::Status::OK;
       }

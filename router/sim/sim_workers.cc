@@ -48,7 +48,7 @@ absl::StatusOr<std::vector<spec::PrefillResult>> SimVerifier::Prefill(
     if (context_.count(item.id)) return absl::InvalidArgumentError("session exists");
     context_[item.id] = static_cast<int64_t>(item.tokens.size());
     tokens += static_cast<double>(item.tokens.size());
-    out.push_back({item.id, world_->RandomToken(hw_->vocab_size)});
+    out.push_back({item.id, world_->RandomToken(hw_->vocab_size), absl::OkStatus()});
   }
   // A prefill reads and writes its own prompt: context ~ batched ~ prompt tokens.
   clock_->Advance(hw_->latency.TargetSeconds(tokens, tokens) + hw_->latency.RpcSeconds());

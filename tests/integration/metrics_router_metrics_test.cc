@@ -11,6 +11,7 @@
 #include "router/router_core.h"
 #include "router/service/router_metrics.h"
 #include "tests/unit/metrics/exposition_parser.h"
+#include "tests/unit/router/router_harness.h"
 
 namespace splitspec::router {
 namespace {
@@ -53,9 +54,22 @@ class RouterMetricsTest : public ::testing::Test {
   std::unique_ptr<RouterMetrics> metrics_;
 };
 
-TEST_F(RouterMetricsTest, InstallsBothCoreHooks) {
-  EXPECT_TRUE(static_cast<bool>(router_options_.step_observer));
-  EXPECT_TRUE(static_cast<bool>(router_options_.admission_observer));
+TEST_F(RouterMetricsTest, RouterCoreFeedsTheInstalledHooks) {
+  // A real core over in-process fake workers, with the options the metrics installed into.
+  testing::Harness harness("static:3", router_options_, nlohmann::json::object(), /*n_drafters=*/1);
+  harness.pool_names = {"a"};
+  harness.Build("static:3", router_options_, nlohmann::json::object());
+  ASSERT_TRUE(harness.core->Init().ok());
+  absl::StatusOr<RequestId> id = harness.Submit(testing::Prompt(1, 8), /*max_tokens=*/12);
+  ASSERT_TRUE(id.ok()) << id.status();
+  harness.RunUntilIdle();
+  const Usage& usage = harness.out[*id].final_event.usage;
+  ASSERT_GT(usage.drafted_tokens, 0);
+  // The admission hook saw the prompt; the step hook saw every draft the request was told of.
+  EXPECT_EQ(Value("splitspec_prompt_tokens_total"), 8);
+  EXPECT_EQ(Value("splitspec_spec_decode_num_draft_tokens_total", {{"pool", "a"}}), usage.drafted_tokens);
+  EXPECT_EQ(Value("splitspec_spec_decode_num_accepted_tokens_total", {{"pool", "a"}}), usage.accepted_tokens);
+  EXPECT_EQ(Value("splitspec_spec_decode_num_draft_tokens_total", {{"pool", "b"}}), 0);
 }
 
 TEST_F(RouterMetricsTest, StepOutcomesAreGroupedByPool) {

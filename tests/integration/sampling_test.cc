@@ -1,13 +1,15 @@
 // Sampled requests end to end (router, verifier and drafters as real processes): with
 // speculation on, a request with temperature > 0 is drafted (the draft model sends its q rows
 // over gRPC, n-gram drafts stay one-hot) and verified by rejection sampling instead of being
-// refused; its output is a function of its seed; and greedy requests are unaffected. That the
+// refused; its output is a function of its seed, which the router chooses and reports when the
+// client leaves it unset; and greedy requests are unaffected. That the
 // sampled tokens are distributed exactly as target-only sampling is checked in-process, over
 // thousands of seeds, by tests/unit/verifier/sampled_distribution_test.cc.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,8 +27,9 @@ struct Generated {
   v1::GenerateResponse final;
 };
 
+// `seed` unset: the router chooses one.
 v1::GenerateRequest Request(const std::vector<int32_t>& prompt, int max_tokens, const std::string& pool,
-                            float temperature, uint64_t seed) {
+                            float temperature, std::optional<uint64_t> seed) {
   v1::GenerateRequest request;
   request.mutable_tokens()->mutable_ids()->Add(prompt.begin(), prompt.end());
   request.set_max_tokens(max_tokens);
@@ -34,7 +37,7 @@ v1::GenerateRequest Request(const std::vector<int32_t>& prompt, int max_tokens, 
   request.set_drafter(pool);
   request.mutable_sampling()->set_temperature(temperature);
   request.mutable_sampling()->set_top_k(64);
-  request.mutable_sampling()->set_seed(seed);
+  if (seed.has_value()) request.mutable_sampling()->set_seed(*seed);
   return request;
 }
 
@@ -85,10 +88,28 @@ TEST(SamplingTest, SampledRequestsAreSpeculatedAndReproducibleFromTheirSeed) {
     const Generated again = Generate(router, Request(prompt, kTokens, pool, 0.8f, 1234));
     ASSERT_TRUE(again.status.ok()) << again.status.error_message();
     EXPECT_EQ(again.tokens, first.tokens);
+    EXPECT_EQ(first.final.seed(), 1234u);
     const Generated other = Generate(router, Request(prompt, kTokens, pool, 0.8f, 99));
     ASSERT_TRUE(other.status.ok()) << other.status.error_message();
     EXPECT_NE(other.tokens, first.tokens);
   }
+}
+
+TEST(SamplingTest, UnseededRequestsGetTheirOwnSeedWhichReproducesTheOutput) {
+  const std::string& router = Cluster::Get().Router("static:3");
+  const std::vector<int32_t> prompt = Prompt();
+  const Generated first = Generate(router, Request(prompt, kTokens, "model", 0.8f, std::nullopt));
+  const Generated second = Generate(router, Request(prompt, kTokens, "model", 0.8f, std::nullopt));
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  ASSERT_TRUE(first.final.has_seed());
+  ASSERT_TRUE(second.final.has_seed());
+  EXPECT_NE(first.final.seed(), second.final.seed());
+  // Sending the reported seed repeats the request exactly.
+  const Generated replay = Generate(router, Request(prompt, kTokens, "model", 0.8f, first.final.seed()));
+  ASSERT_TRUE(replay.status.ok()) << replay.status.error_message();
+  EXPECT_EQ(replay.tokens, first.tokens);
+  EXPECT_EQ(replay.final.seed(), first.final.seed());
 }
 
 TEST(SamplingTest, GreedyRequestsStillMatchTargetOnlyGreedy) {
@@ -99,6 +120,7 @@ TEST(SamplingTest, GreedyRequestsStillMatchTargetOnlyGreedy) {
     const Generated out = Generate(router, Request(prompt, kTokens, pool, 0.0f, 1234));
     ASSERT_TRUE(out.status.ok()) << out.status.error_message();
     EXPECT_EQ(out.tokens, reference) << pool;
+    EXPECT_FALSE(out.final.has_seed()) << "greedy requests use no seed";
   }
 }
 

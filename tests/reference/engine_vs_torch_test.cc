@@ -1,9 +1,9 @@
 // The engine's forward against an independent PyTorch implementation of the Llama forward
 // (tests/reference/llama_reference.py) on the same model files: every position's logits of
 // several prompts must agree to 1e-4. Variants cover GQA with tied and untied heads, F32 / F16 /
-// BF16 weights, Qwen2's q/k/v bias, llama3 rope scaling, sharded safetensors, and the trained
-// default pair in models/.
-// Each variant prints its max difference (the figure quoted in issue 2).
+// BF16 weights, Qwen2's q/k/v bias, llama3 rope scaling, sharded safetensors, int8 weights
+// (against torch on their dequantized F32 copy), and the trained default pair in models/.
+// Each variant prints its max difference (the figure README.md quotes).
 #include <unistd.h>
 
 #include <cstdio>
@@ -31,6 +31,9 @@ struct Variant {
   std::string name;
   std::function<absl::Status(const std::string& scratch, std::string* model_dir)> build;
   std::vector<int> prompt_lengths;
+  // The engine serves the built model with --quantize int8, and torch runs on the F32 copy of
+  // exactly those weights that `splitspec make-model --int8-of` writes.
+  bool int8 = false;
 };
 
 // A `tiny` model from make-model; `check` verifies that the config has the property the
@@ -145,6 +148,7 @@ void CheckVariants(const std::vector<Variant>& variants, const std::string& scra
 
   std::vector<const Variant*> built;
   std::vector<ReferenceJob> jobs;
+  std::vector<std::string> engine_dirs;  // the model the engine loads (the built one)
   for (const Variant& v : variants) {
     std::string model_dir;
     const absl::Status status = v.build(scratch, &model_dir);
@@ -158,6 +162,16 @@ void CheckVariants(const std::vector<Variant>& variants, const std::string& scra
     }
     ReferenceJob job;
     job.model_dir = model_dir;
+    if (v.int8) {
+      job.model_dir = absl::StrCat(scratch, "/", v.name, "_int8_round_trip");
+      auto written = RunCommand(absl::StrCat("'", SPLITSPEC_CLI, "' make-model --int8-of '", model_dir, "' --out '",
+                                             job.model_dir, "'"));
+      if (!written.ok()) {
+        ADD_FAILURE() << v.name << ": make-model --int8-of: " << written.status();
+        continue;
+      }
+    }
+    engine_dirs.push_back(model_dir);
     job.vocab_size = config["vocab_size"].get<int>();
     job.prompts = MakePrompts(v.prompt_lengths, job.vocab_size, 1234);
     jobs.push_back(std::move(job));
@@ -170,11 +184,13 @@ void CheckVariants(const std::vector<Variant>& variants, const std::string& scra
     const Variant& v = *built[i];
     SCOPED_TRACE(v.name);
     int engine_vocab = 0;
-    auto whole = RunEngine(jobs[i].model_dir, jobs[i].prompts, /*split_at=*/0, &engine_vocab);
+    engine::ModelLoadOptions load;
+    if (v.int8) load.quantize = engine::WeightQuantization::kInt8;
+    auto whole = RunEngine(engine_dirs[i], jobs[i].prompts, /*split_at=*/0, &engine_vocab, load);
     ASSERT_TRUE(whole.ok()) << whole.status();
     ASSERT_EQ(engine_vocab, jobs[i].vocab_size);
     // The same prompts fed in two forwards: the second part attends to cached K/V.
-    auto split = RunEngine(jobs[i].model_dir, jobs[i].prompts, /*split_at=*/9, &engine_vocab);
+    auto split = RunEngine(engine_dirs[i], jobs[i].prompts, /*split_at=*/9, &engine_vocab, load);
     ASSERT_TRUE(split.ok()) << split.status();
 
     const PromptLogits& torch_logits = (*reference)[i];
@@ -230,6 +246,14 @@ TEST(EngineVsTorch, RandomTinyModels) {
        kTinyLengths},
       {"rope_llama3_short_context", MakeLlama3Rope, kTinyLengths},
       {"f32_three_shards", MakeSharded, kTinyLengths},
+      {"int8_of_f32_untied",
+       [](const std::string& s, std::string* d) {
+         return MakeTiny(s, "f32", 17, "--tie-embeddings false", [](const nlohmann::json& c) { return !IsTied(c); },
+                         "untied head", d);
+       },
+       kTinyLengths, /*int8=*/true},
+      {"int8_of_bf16", [](const std::string& s, std::string* d) { return MakeTiny(s, "bf16", 18, "", IsGqa, "GQA", d); },
+       kTinyLengths, /*int8=*/true},
   };
   CheckVariants(variants, "tiny");
 }
@@ -242,6 +266,8 @@ TEST(EngineVsTorch, TrainedDefaultPair) {
        kTrainedLengths},
       {"trained_draft", [](const std::string&, std::string* d) { return UseCommitted("draft", d); },
        kTrainedLengths},
+      {"trained_target_int8", [](const std::string&, std::string* d) { return UseCommitted("target", d); },
+       kTrainedLengths, /*int8=*/true},
   };
   CheckVariants(variants, "trained");
 }

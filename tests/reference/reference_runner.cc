@@ -98,10 +98,10 @@ absl::StatusOr<std::vector<PromptLogits>> RunTorchReference(const std::string& p
 }
 
 absl::StatusOr<PromptLogits> RunEngine(const std::string& model_dir, const std::vector<Prompt>& prompts,
-                                       int split_at, int* vocab_size) {
+                                       int split_at, int* vocab_size, const engine::ModelLoadOptions& load_options) {
   using engine::SequenceStep;
   std::unique_ptr<engine::Backend> backend = engine::CreateCpuBackend({});
-  auto model = engine::LlamaModel::Load(model_dir, *backend, {});
+  auto model = engine::LlamaModel::Load(model_dir, *backend, load_options);
   if (!model.ok()) return model.status();
   const int vocab = (*model)->config().vocab_size;
   *vocab_size = vocab;

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/engine/model/llama_model.h"
 
 namespace splitspec::reference {
 
@@ -43,7 +44,8 @@ absl::StatusOr<std::vector<PromptLogits>> RunTorchReference(const std::string& p
 // Forward; with `split_at` > 0 each prompt is fed in two forwards (its first `split_at` tokens,
 // then the rest against the cached context), which checks attention over the KV cache.
 absl::StatusOr<PromptLogits> RunEngine(const std::string& model_dir, const std::vector<Prompt>& prompts,
-                                       int split_at, int* vocab_size);
+                                       int split_at, int* vocab_size,
+                                       const engine::ModelLoadOptions& load_options = {});
 
 // max |a - b| over all prompts; -1 when the shapes differ, infinity when any value is NaN.
 double MaxAbsDiff(const PromptLogits& a, const PromptLogits& b);

@@ -4,6 +4,10 @@ sets by file (never by line, so held-out text is genuinely unseen).
 Two kinds of text, kept apart so that acceptance can be measured per kind:
   code:  the Python standard library sources (/usr/lib/python3.11/**/*.py, package
          libpython3.11-stdlib), without its test suites.
+  code_extra: more Python for training only, from packages the build installs anyway (numpy,
+         scipy, matplotlib and torch under /usr/lib/python3/dist-packages), without their test
+         suites. It does not train the tokenizer and is not evaluated, so the tokenizer and the
+         held-out figures stay comparable with pairs trained on the standard library alone.
   prose: the Python Language Reference topics shipped in pydoc_data/topics.py (plain English
          text), and the licence texts under /usr/share/common-licenses (package base-files).
 Everything is deterministic: sorted file lists, and the held-out choice is a hash of the file's
@@ -15,6 +19,8 @@ import hashlib
 import os
 
 PYTHON_LIB = "/usr/lib/python3.11"
+DIST_PACKAGES = "/usr/lib/python3/dist-packages"
+EXTRA_CODE_PACKAGES = ("numpy", "scipy", "matplotlib", "torch")
 LICENSES = "/usr/share/common-licenses"
 _SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__", "pydoc_data"}
 _MAX_FILE_BYTES = 400_000  # a few generated tables are larger; they teach nothing useful
@@ -47,6 +53,19 @@ def code_documents(root=PYTHON_LIB):
                 text = _read_text(path)
                 if text and text.strip():
                     docs.append((os.path.relpath(path, root), text))
+    docs.sort()
+    return docs
+
+
+def extra_code_documents(root=DIST_PACKAGES, packages=EXTRA_CODE_PACKAGES):
+    """(key, text) for the .py files of `packages`, keyed by their path under `root`. A missing
+    package is an error: the corpus, and so the trained weights, would silently change."""
+    docs = []
+    for package in packages:
+        path = os.path.join(root, package)
+        if not os.path.isdir(path):
+            raise FileNotFoundError("%s is missing (install python3-%s)" % (path, package))
+        docs += [(os.path.join(package, key), text) for key, text in code_documents(path)]
     docs.sort()
     return docs
 
@@ -88,7 +107,7 @@ def split(docs, held_out_percent):
 
 
 def build(code_held_out_percent=8, prose_held_out_percent=15):
-    """{'code': (train, held), 'prose': (train, held)}, each a list of (key, text).
+    """{'code': ..., 'code_extra': ..., 'prose': ...}, each (train, held), lists of (key, text).
 
     Licence texts always train: they come in near-identical families (GPL-2/GPL-3, GFDL-1.2/1.3),
     so holding one out would not give unseen prose. Held-out prose is Language Reference topics.
@@ -99,5 +118,6 @@ def build(code_held_out_percent=8, prose_held_out_percent=15):
     prose_train, prose_held = split(topics, prose_held_out_percent)
     return {
         "code": split(code_documents(), code_held_out_percent),
+        "code_extra": split(extra_code_documents(), code_held_out_percent),
         "prose": (prose_train + licenses, prose_held),
     }

@@ -3,19 +3,23 @@
 
   /usr/bin/python3 tools/train/train_pair.py --out models/
 
-1. corpus: Python standard library sources (code) and the Python Language Reference topics plus
-   Debian's licence texts (prose), split into train / held-out by file (tools/train/corpus.py);
+1. corpus: Python standard library sources (code), more Python from numpy, scipy, matplotlib and
+   torch (training only), and the Python Language Reference topics plus Debian's licence texts
+   (prose), split into train / held-out by file (tools/train/corpus.py);
 2. tokenizer: SentencePiece BPE with byte fallback, trained by Debian's `spm_train`;
-3. target: a Llama-architecture model (RMSNorm, RoPE, SwiGLU, GQA) trained on next-token loss;
+3. target: a Llama-architecture model (RMSNorm, RoPE, SwiGLU, GQA) trained on next-token loss,
+   first as a small `seed` model at a short context, then grown into the target shape without
+   changing its function (grow.py) and trained on at the full context;
    draft: a much smaller Llama distilled from the target's logits (KL on the soft targets);
-4. export: Hugging Face directories (config.json, model.safetensors in BF16, tokenizer.model)
-   under --out/target and --out/draft, plus --out/README.md with sizes, losses, timings and
-   greedy samples measured on the exported (BF16-rounded) weights.
+4. export: Hugging Face directories (config.json, model.safetensors in F32 by default,
+   tokenizer.model) under --out/target and --out/draft, plus --out/README.md with sizes, losses,
+   timings and greedy samples measured on the exported weights.
 
 The model is tests/reference/llama_reference.py's LlamaForCausalLM: one torch definition of the
 architecture for the engine's reference test and for training. Seeds are fixed; with the same
 thread count the run repeats exactly. Intermediate files go to --work (default
-/tmp/splitspec-train); stages whose outputs exist there are reused with --resume.
+/var/tmp/splitspec-train), which also holds each stage's checkpoints: rerunning the same command
+continues an interrupted run (see resumable.py).
 """
 
 import argparse
@@ -33,6 +37,16 @@ import time
 # The library reads this when it loads, so it must be set before torch is imported.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+# glibc serves large blocks with mmap and returns them on free, so every training step faulted in
+# (and the kernel zeroed) its activations afresh: ~50k page faults a second, ~10% of a step. Keeping
+# freed memory in the heap makes later steps reuse it. glibc reads these only at start-up, hence
+# the re-exec (once: the variables are then set).
+_MALLOC_SETTINGS = {"MALLOC_MMAP_THRESHOLD_": str(1 << 32), "MALLOC_TRIM_THRESHOLD_": str(1 << 36),
+                    "MALLOC_TOP_PAD_": str(1 << 28)}
+if __name__ == "__main__" and any(k not in os.environ for k in _MALLOC_SETTINGS):
+    os.environ.update({k: v for k, v in _MALLOC_SETTINGS.items() if k not in os.environ})
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -41,36 +55,54 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "reference"))
 
 import corpus  # noqa: E402
+import fast_attention  # noqa: E402
+import grow  # noqa: E402
 import hf_export  # noqa: E402
 import llama_reference as ref  # noqa: E402
+import resumable  # noqa: E402
 from progress import Progress  # noqa: E402
 
 BOS, EOS = 1, 2
 
-# Model shapes and schedules. `full` is the committed pair; `smoke` checks the pipeline in a
-# minute or two.
+# Model shapes and schedules. `full` is the committed pair: a small `seed` target trained first,
+# grown (tools/train/grow.py: wider and deeper, same function) into the `target` shape and trained
+# on at a longer context, then a draft distilled from it. The target is sized so that a batch-1
+# decode step reads ~107 MB of F32 weights, several times a typical last-level cache, which is
+# the regime where verifying k drafted tokens costs little more than decoding one. `smoke` checks
+# the pipeline in a minute or two.
 PRESETS = {
     "full": {
         "vocab_size": 4096,
-        "target": dict(hidden_size=256, intermediate_size=704, num_hidden_layers=4,
+        "seed": dict(hidden_size=256, intermediate_size=704, num_hidden_layers=4, head_dim=32,
+                     num_attention_heads=8, num_key_value_heads=2, tie_word_embeddings=False),
+        # Attention stays 8 heads x 32 (narrower than the stream): the weights that make a decode
+        # step memory-bound are the MLP's, and at a 512-token context the (heads x seq x seq)
+        # scores, not the products, dominate training time.
+        "target": dict(hidden_size=512, intermediate_size=1536, num_hidden_layers=8, head_dim=32,
                        num_attention_heads=8, num_key_value_heads=2, tie_word_embeddings=False),
-        "draft": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True),
-        "seq_len": 256, "batch": 8,
-        "target_steps": 5000, "target_lr": 2e-3,
-        "draft_steps": 2500, "draft_lr": 3e-3,
-        "eval_windows": 48, "prose_fraction": 0.3, "repeat_fraction": 0.2,
+        "draft": dict(hidden_size=192, intermediate_size=512, num_hidden_layers=2, head_dim=32,
+                      num_attention_heads=6, num_key_value_heads=2, tie_word_embeddings=True),
+        "seed_steps": 2500, "seed_seq_len": 256, "seed_batch": 8, "seed_lr": 2e-3,
+        "seq_len": 512, "batch": 8,
+        "target_steps": 2400, "target_lr": 1e-3,
+        "draft_steps": 1500, "draft_lr": 3e-3,
+        "eval_windows": 48, "mixture": {"code": 0.45, "code_extra": 0.35, "prose": 0.2},
+        "repeat_fraction": 0.2,
     },
     "smoke": {
         "vocab_size": 1024,
-        "target": dict(hidden_size=64, intermediate_size=160, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False),
-        "draft": dict(hidden_size=32, intermediate_size=96, num_hidden_layers=1,
+        "seed": dict(hidden_size=64, intermediate_size=160, num_hidden_layers=2, head_dim=16,
+                     num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False),
+        "target": dict(hidden_size=128, intermediate_size=320, num_hidden_layers=3, head_dim=16,
+                       num_attention_heads=8, num_key_value_heads=4, tie_word_embeddings=False),
+        "draft": dict(hidden_size=32, intermediate_size=96, num_hidden_layers=1, head_dim=16,
                       num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True),
+        "seed_steps": 30, "seed_seq_len": 32, "seed_batch": 4, "seed_lr": 3e-3,
         "seq_len": 64, "batch": 4,
-        "target_steps": 40, "target_lr": 3e-3,
-        "draft_steps": 40, "draft_lr": 3e-3,
-        "eval_windows": 8, "prose_fraction": 0.3, "repeat_fraction": 0.15,
+        "target_steps": 30, "target_lr": 2e-3,
+        "draft_steps": 30, "draft_lr": 3e-3,
+        "eval_windows": 8, "mixture": {"code": 0.45, "code_extra": 0.35, "prose": 0.2},
+        "repeat_fraction": 0.15,
     },
 }
 
@@ -104,8 +136,9 @@ def build_corpus(work):
                        "heldout_chars": sum(len(t) for _, t in held),
                        "heldout_keys": [k for k, _ in held]}
     # spm_train reads one sentence per line; empty lines carry nothing.
+    # The tokenizer learns from the standard library and prose only (see corpus.py).
     with open(os.path.join(work, "corpus", "spm_input.txt"), "w", encoding="utf-8") as f:
-        for kind in sorted(parts):
+        for kind in ("code", "prose"):
             for _, text in parts[kind][0]:
                 for line in text.splitlines():
                     if line.strip():
@@ -201,36 +234,51 @@ def lr_at(step, total, peak):
 
 
 class Batches:
-    """Random windows of seq_len + 1 tokens; a window is prose with probability prose_fraction.
+    """Random windows of seq_len + 1 tokens from a mixture of token streams: each window comes
+    from stream `name` with probability mixture[name].
 
     With probability repeat_fraction a window is instead a short random span (4-64 tokens) of
-    the corpus repeated to fill it. Text repeats in real traffic (code that restates names,
+    the stream repeated to fill it. Text repeats in real traffic (code that restates names,
     quoted passages, templated lines) and a model continues such text only if it has learned
     to copy from its context (induction heads); at this model size and token budget natural
     windows alone do not teach that, so without these windows the target would not continue a
     repetition and neither speculation nor n-gram lookup would pay on repetitive workloads."""
 
-    def __init__(self, streams, seq_len, batch, prose_fraction, seed, repeat_fraction=0.0):
-        self.code, self.prose = streams["code"], streams["prose"]
-        self.seq_len, self.batch, self.prose_fraction = seq_len, batch, prose_fraction
+    def __init__(self, streams, seq_len, batch, mixture, seed, repeat_fraction=0.0):
+        self.names = sorted(name for name in mixture if mixture[name] > 0)
+        self.streams = [streams[name] for name in self.names]
+        total = sum(mixture[name] for name in self.names)
+        self.cumulative, acc = [], 0.0
+        for name in self.names:
+            acc += mixture[name] / total
+            self.cumulative.append(acc)
+        self.seq_len, self.batch = seq_len, batch
         self.repeat_fraction = repeat_fraction
-        self.g = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def _uniform(self):
+        return torch.rand((), generator=self.generator).item()
 
     def repeat_span(self):
         """A span length log-uniform in [4, 64], so short periods come often: they are the easiest
         copies to learn. The target's shape on random tokens repeated with period 8 learned to copy
         within 300 steps; with periods drawn uniformly from 8-64 it had not after 1200."""
-        u = torch.rand((), generator=self.g).item()
-        return int(4 * 16 ** u)
+        return int(4 * 16 ** self._uniform())
+
+    def _pick_stream(self):
+        u = self._uniform()
+        for stream, edge in zip(self.streams, self.cumulative):
+            if u < edge:
+                return stream
+        return self.streams[-1]
 
     def next(self):
         rows = []
         for _ in range(self.batch):
-            use_prose = torch.rand((), generator=self.g).item() < self.prose_fraction
-            stream = self.prose if use_prose else self.code
-            repeat = torch.rand((), generator=self.g).item() < self.repeat_fraction
+            stream = self._pick_stream()
+            repeat = self._uniform() < self.repeat_fraction
             span = self.repeat_span() if repeat else self.seq_len + 1
-            start = torch.randint(0, len(stream) - span, (), generator=self.g).item()
+            start = torch.randint(0, len(stream) - span, (), generator=self.generator).item()
             window = stream[start:start + span]
             if repeat:
                 window = window.repeat((self.seq_len + 1 + span - 1) // span)[:self.seq_len + 1]
@@ -239,41 +287,22 @@ class Batches:
         return x[:, :-1], x[:, 1:]
 
 
-def train_target(model, batches, steps, lr, device, precision):
-    opt = make_optimizer(model, lr)
-    model.train()
-    bar = Progress(steps, "target")
-    smoothed = None
-    for step in range(steps):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, steps, lr)
-        x, y = batches.next()
-        x, y = x.to(device), y.to(device)
+def next_token_loss(device, precision):
+    def step_loss(model, batch):
+        x, y = (t.to(device) for t in batch)
         with mixed_precision(device, precision):
             logits = model(x)
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        smoothed = loss.item() if smoothed is None else 0.95 * smoothed + 0.05 * loss.item()
-        bar.update(1, loss=smoothed)
-    return bar.close()
+        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+    return step_loss
 
 
-def distill_draft(draft, target, batches, steps, lr, device, precision):
-    """Minimises KL(target || draft) over every position: the draft learns the target's whole
-    next-token distribution, which is what speculative acceptance rewards."""
-    opt = make_optimizer(draft, lr)
-    draft.train()
+def distillation_loss(target, device, precision):
+    """KL(target || draft) over every position: the draft learns the target's whole next-token
+    distribution, which is what speculative acceptance rewards."""
     target.eval()
-    bar = Progress(steps, "draft")
-    smoothed = None
-    for step in range(steps):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, steps, lr)
-        x, _ = batches.next()
-        x = x.to(device)
+
+    def step_loss(draft, batch):
+        x = batch[0].to(device)
         with mixed_precision(device, precision):
             with torch.no_grad():
                 teacher_logits = target(x)
@@ -281,15 +310,16 @@ def distill_draft(draft, target, batches, steps, lr, device, precision):
         teacher = F.log_softmax(teacher_logits.float(), dim=-1)
         student = F.log_softmax(student_logits.float(), dim=-1)
         vocab = student.shape[-1]
-        loss = F.kl_div(student.reshape(-1, vocab), teacher.reshape(-1, vocab),
+        return F.kl_div(student.reshape(-1, vocab), teacher.reshape(-1, vocab),
                         log_target=True, reduction="batchmean")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-        opt.step()
-        smoothed = loss.item() if smoothed is None else 0.95 * smoothed + 0.05 * loss.item()
-        bar.update(1, kl=smoothed)
-    return bar.close()
+    return step_loss
+
+
+def train(name, work, model, sampler, steps, peak_lr, step_loss, log, evaluate=None):
+    """One resumable stage (tools/train/resumable.py) with AdamW and warm-up + cosine."""
+    return resumable.run_stage(name, work, model, make_optimizer(model, peak_lr), sampler, steps,
+                               lambda step: lr_at(step, steps, peak_lr), step_loss, log,
+                               evaluate=evaluate, evaluate_every=max(1, steps // 10))
 
 
 @torch.no_grad()
@@ -369,6 +399,11 @@ def write_readme(out, facts):
         "  libpython3.11-stdlib) without its test suites: %d training files (%.1f MB), %d held-out files (%.1f MB)." % (
             cs["code"]["train_files"], cs["code"]["train_chars"] / 1e6,
             cs["code"]["heldout_files"], cs["code"]["heldout_chars"] / 1e6),
+        "- code_extra (training only; not in the tokenizer's input, not evaluated): the Python sources of",
+        "  %s under `/usr/lib/python3/dist-packages` without test suites: %d files (%.1f MB); a further %d" % (
+            ", ".join(corpus.EXTRA_CODE_PACKAGES), cs["code_extra"]["train_files"], cs["code_extra"]["train_chars"] / 1e6,
+            cs["code_extra"]["heldout_files"]),
+        "  files fall in the held-out split and are not used.",
         "- prose: the Python Language Reference topics (`pydoc_data/topics.py`, plain English) and the",
         "  licence texts of `/usr/share/common-licenses` (package base-files; always in training, as they",
         "  come in near-identical families): %d training documents (%.2f MB), %d held-out topics (%.3f MB):" % (
@@ -379,46 +414,60 @@ def write_readme(out, facts):
         "  about 100 kB) and `heldout/prose.txt` (all held-out topics).",
         "- Tokenizer: SentencePiece BPE, vocab %d, byte fallback, identity normalisation, whitespace kept" % facts["vocab_size"],
         "  (`--remove_extra_whitespaces=false`), digits split; unk=0, bos=1, eos=2, no pad.",
-        "  Training tokens: code %d, prose %d." % (facts["tokens"]["code"], facts["tokens"]["prose"]),
+        "  Training tokens: code %d, code_extra %d, prose %d." % (
+            facts["tokens"]["code"], facts["tokens"]["code_extra"], facts["tokens"]["prose"]),
         "",
         "## Training",
         "",
-        "- target: %d steps x %d sequences x %d tokens (%.2f M tokens, %d%% prose windows), AdamW" % (
-            facts["target_steps"], facts["batch"], facts["seq_len"],
-            facts["target_steps"] * facts["batch"] * facts["seq_len"] / 1e6, int(100 * facts["prose_fraction"])),
-        "  (betas 0.9/0.95, weight decay 0.1), peak lr %g, warm-up then cosine to 10%%, gradient clip 1." % facts["target_lr"],
-        "  %d%% of windows are a random 4-64 token span (log-uniform length) repeated to fill the window, so the model learns" % int(
-            100 * facts.get("repeat_fraction", 0)),
-        "  to continue repeated text (see `Batches` in train_pair.py for why).",
-        "- draft: %d steps of the same shape, peak lr %g, loss KL(target || draft) at temperature 1." % (
+        "Windows are drawn from the training streams in proportion %s; %d%% of them are a random" % (
+            ", ".join("%s %d%%" % (k, round(100 * v)) for k, v in sorted(facts["mixture"].items())),
+            int(100 * facts["repeat_fraction"])),
+        "4-64 token span (log-uniform length) repeated to fill the window, so the models learn to continue",
+        "repeated text (see `Batches` in train_pair.py for why). AdamW (betas 0.9/0.95, weight decay 0.1),",
+        "warm-up then cosine to 10% of the peak learning rate, gradient clip 1, bf16 matrix products where",
+        "the CPU multiplies bf16 natively.",
+        "",
+        "- seed: a %d-layer, %d-wide model, %d steps x %d sequences x %d tokens (%.2f M tokens), peak lr %g." % (
+            facts["seed_config"]["num_hidden_layers"], facts["seed_config"]["hidden_size"], facts["seed_steps"],
+            facts["seed_batch"], facts["seed_seq_len"],
+            facts["seed_steps"] * facts["seed_batch"] * facts["seed_seq_len"] / 1e6, facts["seed_lr"]),
+        "- target: the seed grown into the target shape by `tools/train/grow.py` (new hidden units, heads",
+        "  and interleaved layers start so that the grown model computes the seed's logits), then %d steps x" % facts["target_steps"],
+        "  %d sequences x %d tokens (%.2f M tokens), peak lr %g." % (
+            facts["batch"], facts["seq_len"], facts["target_steps"] * facts["batch"] * facts["seq_len"] / 1e6,
+            facts["target_lr"]),
+        "- draft: %d steps of the target's batch shape, peak lr %g, loss KL(target || draft) at temperature 1." % (
             facts["draft_steps"], facts["draft_lr"]),
         "- Wall time on this machine (%s, torch %s, %d threads, device %s, %s): total %s" % (
             facts["cpu"], torch.__version__, facts["threads"], facts["device"], facts.get("precision", "fp32"),
             _minutes(facts["times"]["total"])),
-        "  (corpus + tokenizer %s, target %s, draft %s, evaluation + export %s)." % (
-            _minutes(facts["times"]["prepare"]), _minutes(facts["times"]["target"]),
+        "  (corpus + tokenizer %s, seed %s, target %s, draft %s, evaluation + export %s), summed over" % (
+            _minutes(facts["times"]["prepare"]), _minutes(facts["times"]["seed"]), _minutes(facts["times"]["target"]),
             _minutes(facts["times"]["draft"]), _minutes(facts["times"]["report"])),
+        "  every resumed part of the run; `train.log` in the work directory has every stage's steps and times.",
     ]
-    if "cpu_seconds" in facts:
-        lines.append("- CPU time (all threads, spm_train included): %s." % _minutes(facts["cpu_seconds"]))
     if facts.get("note"):
         lines.append("- " + facts["note"])
     lines += [
         "",
         "## Held-out loss (exported %s weights, nats/token)" % facts["dtype"].upper(),
         "",
-        "Mean next-token loss over the first non-overlapping %d-token windows of each held-out stream, at" % facts["seq_len"],
-        "most %d per kind%s." % (facts["eval_windows"], "".join(
-            " (%s: %d windows)" % (k, min(facts["eval_windows"], (n - 1) // facts["seq_len"]))
-            for k, n in sorted(facts.get("heldout_tokens", {}).items()))),
+        "Mean next-token loss over the first non-overlapping 256-token windows of each held-out stream, at",
+        "most %d per kind%s (the window every earlier pair was measured with), and over %d-token windows" % (
+            facts["eval_windows"], "".join(
+                " (%s: %d windows)" % (k, min(facts["eval_windows"], (n - 1) // 256))
+                for k, n in sorted(facts.get("heldout_tokens", {}).items())), facts["seq_len"]),
+        "(at most %d per kind), the trained context." % (facts["eval_windows"] // 2),
         "",
-        "| | code loss | code ppl | prose loss | prose ppl |",
-        "|---|---|---|---|---|",
+        "| | code loss | code ppl | prose loss | prose ppl | code ppl at %d | prose ppl at %d |" % (
+            facts["seq_len"], facts["seq_len"]),
+        "|---|---|---|---|---|---|---|",
     ]
     for name in ("target", "draft"):
-        h = facts[name]["heldout"]
-        lines.append("| %s | %.3f | %.1f | %.3f | %.1f |" % (
-            name, h["code"], math.exp(h["code"]), h["prose"], math.exp(h["prose"])))
+        h, g = facts[name]["heldout"], facts[name]["heldout_long"]
+        lines.append("| %s | %.3f | %.1f | %.3f | %.1f | %.1f | %.1f |" % (
+            name, h["code"], math.exp(h["code"]), h["prose"], math.exp(h["prose"]),
+            math.exp(g["code"]), math.exp(g["prose"])))
     lines += ["", "## Greedy continuations (torch forward of the exported target, 48 tokens)", ""]
     for s in facts["samples"]:
         lines += ["%s prompt:" % s["kind"], "", "```", s["prompt"] + "\u2502" + s["target"], "```", ""]
@@ -442,104 +491,100 @@ def cpu_name():
     return "unknown CPU"
 
 
-def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="models", help="writes OUT/target, OUT/draft, OUT/README.md")
-    parser.add_argument("--work", default="/tmp/splitspec-train", help="intermediate files")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="full")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="bf16")
-    parser.add_argument("--device", default="auto", help="cpu, cuda or auto")
-    parser.add_argument("--precision", choices=["auto", "bf16-mixed", "fp32"], default="auto",
-                        help="auto: bf16-mixed where the hardware has native bf16 products, else fp32")
-    parser.add_argument("--resume", action="store_true", help="reuse the tokenizer and target in --work")
-    parser.add_argument("--readme-from", help="only rewrite OUT/README.md from a facts.json of an earlier run")
-    parser.add_argument("--note", default="", help="a line added to the README's training section")
-    args = parser.parse_args(argv)
-    if args.readme_from:
-        with open(args.readme_from) as f:
-            facts = json.load(f)
-        if args.note:
-            facts["note"] = args.note
-        write_readme(args.out, facts)
-        return 0
+def check_work_dir(work, preset_name, preset, seed):
+    """A work directory belongs to one run: refuse to resume another preset's checkpoints."""
+    stamp = {"preset": preset_name, "seed": seed, "config": preset}
+    path = os.path.join(work, "run.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            if json.load(f) != json.loads(json.dumps(stamp)):
+                raise SystemExit("%s holds a different run (preset or seed); use another --work or delete it" % work)
+    else:
+        with open(path, "w") as f:
+            json.dump(stamp, f, indent=2)
 
+
+def prepare_data(args, p, work):
+    """Corpus, tokenizer (reused from the work directory when present) and token streams."""
     import sentencepiece as spm  # Debian's python3-sentencepiece
 
-    p = PRESETS[args.preset]
-    torch.set_num_threads(args.threads)
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    precision = pick_precision(args.precision, device)
-    log("device %s, precision %s, %d threads" % (device, precision, args.threads))
-    os.makedirs(args.work, exist_ok=True)
-    t_start = time.time()
-
     log("corpus")
-    parts, corpus_stats = build_corpus(args.work)
-    sp_model = os.path.join(args.work, "tokenizer.model")
-    if not (args.resume and os.path.exists(sp_model)):
+    parts, corpus_stats = build_corpus(work)
+    sp_model = os.path.join(work, "tokenizer.model")
+    if not os.path.exists(sp_model):
         log("tokenizer: spm_train, vocab %d" % p["vocab_size"])
-        sp_model = train_tokenizer(args.work, p["vocab_size"], args.seed, args.threads)
+        sp_model = train_tokenizer(work, p["vocab_size"], args.seed, args.threads)
     sp = spm.SentencePieceProcessor(model_file=sp_model)
     log("encoding")
     streams = {k: encode_documents(sp, parts[k][0]) for k in parts}
-    held = {k: encode_documents(sp, parts[k][1]) for k in parts}
+    held = {k: encode_documents(sp, parts[k][1]) for k in ("code", "prose")}
     log("tokens: train %s, held-out %s" % ({k: len(v) for k, v in streams.items()},
                                             {k: len(v) for k, v in held.items()}))
-    t_prepared = time.time()
+    return parts, corpus_stats, sp, sp_model, streams, held
 
-    configs = {}
-    for name in ("target", "draft"):
-        configs[name] = ref.LlamaConfig(vocab_size=p["vocab_size"], max_position_embeddings=2048,
-                                        rope_theta=10000.0, rms_norm_eps=1e-5, **p[name])
 
+def model_config(p, name, seq_len):
+    return ref.LlamaConfig(vocab_size=p["vocab_size"], max_position_embeddings=max(2048, seq_len),
+                           rope_theta=10000.0, rms_norm_eps=1e-5, **p[name])
+
+
+def evaluator(held, seq_len, device, windows=8):
+    """A quick held-out check logged during training (the report's figures use more windows)."""
+    def evaluate(model):
+        return " ".join("%s=%.4f" % (k, heldout_loss(model, held[k], seq_len, windows, device)) for k in sorted(held))
+    return evaluate
+
+
+def train_models(args, p, work, streams, held, device, precision, train_log):
+    """seed target -> grown target -> distilled draft, each stage resumable. Returns the two
+    models and each stage's wall time."""
+    times = {}
     torch.manual_seed(args.seed)
-    target = ref.LlamaForCausalLM(configs["target"])
-    ckpt = os.path.join(args.work, "target.pt")
-    if args.resume and os.path.exists(ckpt):
-        log("target: reusing %s" % ckpt)
-        target.load_state_dict(torch.load(ckpt))
-        target_time = 0.0
-    else:
-        init_weights(target, args.seed)
-        target.to(device)
-        log("target: %.2f M parameters" % (sum(x.numel() for x in target.parameters()) / 1e6))
-        target_time = train_target(target, Batches(streams, p["seq_len"], p["batch"], p["prose_fraction"], args.seed + 1,
-                                                   p["repeat_fraction"]),
-                                   p["target_steps"], p["target_lr"], device, precision)
-        torch.save(target.state_dict(), ckpt)
-    target.to(device)
-    t_target = time.time()
+    seed_model = ref.LlamaForCausalLM(model_config(p, "seed", p["seed_seq_len"]))
+    init_weights(seed_model, args.seed)
+    fast_attention.use_fast_attention(seed_model).to(device)
+    log("seed target: %.2f M parameters" % (sum(x.numel() for x in seed_model.parameters()) / 1e6))
+    times["seed"] = train("seed", work, seed_model,
+                          Batches(streams, p["seed_seq_len"], p["seed_batch"], p["mixture"], args.seed + 1,
+                                  p["repeat_fraction"]),
+                          p["seed_steps"], p["seed_lr"], next_token_loss(device, precision), train_log,
+                          evaluator(held, p["seed_seq_len"], device))
 
-    draft = ref.LlamaForCausalLM(configs["draft"])
+    target = grow.grow(seed_model.cpu(), model_config(p, "target", p["seq_len"]), args.seed + 4)
+    fast_attention.use_fast_attention(target).to(device)
+    log("target (grown from the seed): %.2f M parameters" % (sum(x.numel() for x in target.parameters()) / 1e6))
+    times["target"] = train("target", work, target,
+                            Batches(streams, p["seq_len"], p["batch"], p["mixture"], args.seed + 5,
+                                    p["repeat_fraction"]),
+                            p["target_steps"], p["target_lr"], next_token_loss(device, precision), train_log,
+                            evaluator(held, p["seq_len"], device))
+
+    draft = ref.LlamaForCausalLM(model_config(p, "draft", p["seq_len"]))
     init_weights(draft, args.seed + 2)
-    draft.to(device)
+    fast_attention.use_fast_attention(draft).to(device)
     log("draft: %.2f M parameters" % (sum(x.numel() for x in draft.parameters()) / 1e6))
-    draft_time = distill_draft(draft, target, Batches(streams, p["seq_len"], p["batch"], p["prose_fraction"], args.seed + 3,
-                                           p["repeat_fraction"]),
-                               p["draft_steps"], p["draft_lr"], device, precision)
-    t_draft = time.time()
+    times["draft"] = train("draft", work, draft,
+                           Batches(streams, p["seq_len"], p["batch"], p["mixture"], args.seed + 3,
+                                   p["repeat_fraction"]),
+                           p["draft_steps"], p["draft_lr"], distillation_loss(target, device, precision), train_log)
+    return target, draft, times
 
-    log("export and evaluation")
-    facts = {"dtype": args.dtype, "threads": args.threads, "device": device, "precision": precision,
-             "cpu": cpu_name(),
-             "corpus": corpus_stats, "vocab_size": p["vocab_size"],
-             "tokens": {k: len(v) for k, v in streams.items()},
-             "heldout_tokens": {k: len(v) for k, v in held.items()}, "seq_len": p["seq_len"], "batch": p["batch"],
-             "target_steps": p["target_steps"], "target_lr": p["target_lr"],
-             "draft_steps": p["draft_steps"], "draft_lr": p["draft_lr"],
-             "eval_windows": p["eval_windows"], "prose_fraction": p["prose_fraction"],
-             "repeat_fraction": p["repeat_fraction"]}
-    for name, model in (("target", target), ("draft", draft)):
+
+def export_and_measure(args, p, parts, sp, sp_model, held, models):
+    """Writes OUT/target, OUT/draft and OUT/heldout; measures what ships (the rounded weights)."""
+    facts = {}
+    for name, model in models.items():
         out_dir = os.path.join(args.out, name)
         hf_export.export_model_dir(model.cpu(), out_dir, sp_model, args.dtype)
-        exported = ref.load_model(out_dir)  # measure what ships: the rounded weights
+        exported = ref.load_model(out_dir)
         facts[name] = {
-            "config": configs[name].to_dict(),
+            "config": exported.config.to_dict(),
             "params": sum(x.numel() for x in exported.parameters()),
             "bytes": dir_bytes(out_dir),
-            "heldout": {k: heldout_loss(exported, held[k], p["seq_len"], p["eval_windows"], "cpu") for k in held},
+            # At 256-token windows (comparable with earlier pairs) and at the trained context.
+            "heldout": {k: heldout_loss(exported, held[k], 256, p["eval_windows"], "cpu") for k in held},
+            "heldout_long": {k: heldout_loss(exported, held[k], p["seq_len"], p["eval_windows"] // 2, "cpu")
+                             for k in held},
         }
         log("%s held-out loss %s" % (name, facts[name]["heldout"]))
         if name == "target":
@@ -560,17 +605,75 @@ def main(argv):
     with open(os.path.join(heldout_dir, "prose.txt"), "w", encoding="utf-8") as f:
         for _, text in parts["prose"][1]:
             f.write(text if text.endswith("\n") else text + "\n")
+    return facts
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="models", help="writes OUT/target, OUT/draft, OUT/README.md")
+    parser.add_argument("--work", default="/var/tmp/splitspec-train",
+                        help="intermediate files and checkpoints; rerunning the same command resumes from them")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="full")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="f32")
+    parser.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    parser.add_argument("--precision", choices=["auto", "bf16-mixed", "fp32"], default="auto",
+                        help="auto: bf16-mixed where the hardware has native bf16 products, else fp32")
+    parser.add_argument("--readme-from", help="only rewrite OUT/README.md from a facts.json of an earlier run")
+    parser.add_argument("--note", default="", help="a line added to the README's training section")
+    args = parser.parse_args(argv)
+    if args.readme_from:
+        with open(args.readme_from) as f:
+            facts = json.load(f)
+        if args.note:
+            facts["note"] = args.note
+        write_readme(args.out, facts)
+        return 0
+
+    p = PRESETS[args.preset]
+    torch.set_num_threads(args.threads)
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    precision = pick_precision(args.precision, device)
+    log("device %s, precision %s, %d threads, work %s" % (device, precision, args.threads, args.work))
+    os.makedirs(args.work, exist_ok=True)
+    check_work_dir(args.work, args.preset, p, args.seed)
+    train_log = resumable.TrainLog(args.work)
+    train_log.write("run preset=%s threads=%d device=%s precision=%s" % (args.preset, args.threads, device, precision))
+    t_start = time.time()
+    parts, corpus_stats, sp, sp_model, streams, held = prepare_data(args, p, args.work)
+    t_prepared = time.time()
+    try:
+        target, draft, times = train_models(args, p, args.work, streams, held, device, precision, train_log)
+    except resumable.Interrupted as stop:
+        log(str(stop))
+        return 3
+    t_trained = time.time()
+
+    log("export and evaluation")
+    facts = export_and_measure(args, p, parts, sp, sp_model, held, {"target": target, "draft": draft})
+    facts.update({"dtype": args.dtype, "threads": args.threads, "device": device, "precision": precision,
+                  "cpu": cpu_name(), "preset": args.preset,
+                  "corpus": corpus_stats, "vocab_size": p["vocab_size"],
+                  "tokens": {k: len(v) for k, v in streams.items()},
+                  "heldout_tokens": {k: len(v) for k, v in held.items()}})
+    for key in ("seq_len", "batch", "seed_seq_len", "seed_batch", "seed_steps", "seed_lr", "target_steps",
+                "target_lr", "draft_steps", "draft_lr", "eval_windows", "mixture", "repeat_fraction"):
+        facts[key] = p[key]
+    facts["seed_config"] = model_config(p, "seed", p["seed_seq_len"]).to_dict()
     t_end = time.time()
     usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-    facts["cpu_seconds"] = sum(u.ru_utime + u.ru_stime for u in usage)
     if args.note:
         facts["note"] = args.note
-    facts["times"] = {"prepare": t_prepared - t_start, "target": target_time if target_time else t_target - t_prepared,
-                      "draft": draft_time, "report": t_end - t_draft, "total": t_end - t_start}
+    # Training stages report their own wall time summed over every resumed part; this process's
+    # CPU time covers only the last part.
+    facts["times"] = dict(times, prepare=t_prepared - t_start, report=t_end - t_trained,
+                          total=sum(times.values()) + (t_prepared - t_start) + (t_end - t_trained))
+    facts["cpu_seconds_last_part"] = sum(u.ru_utime + u.ru_stime for u in usage)
     with open(os.path.join(args.work, "facts.json"), "w") as f:
         json.dump(facts, f, indent=2)
     write_readme(args.out, facts)
-    log("done in %s; wrote %s" % (_minutes(t_end - t_start), args.out))
+    log("done; wrote %s" % args.out)
     return 0
 
 

@@ -1,8 +1,11 @@
-// Read-only streaming bandwidth probe (see bandwidth.h).
+// Read bandwidth ceiling probe (see bandwidth.h).
 #include "common/engine/cpu/bandwidth.h"
+
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 
 #include "common/engine/cpu/simd.h"
@@ -10,51 +13,109 @@
 namespace splitspec::engine::cpu {
 namespace {
 
-constexpr size_t kStride = 4 * kLanes;  // floats per step: four independent accumulators hide FMA latency
-// Prefetch distance of the kPrefetched probe; measured best of 1, 4 and 16 KB.
+// Each step of a stream reads kUnroll vectors into as many accumulators (hides FMA latency).
+constexpr int kUnroll = 4;
+constexpr size_t kChunkFloats = kUnroll * kLanes;
+constexpr size_t kChunkBytes = kChunkFloats * sizeof(float);
+// Prefetch distance, measured best of 1, 4 and 16 KB on the prefetched single stream.
 constexpr size_t kPrefetchBytes = 4096;
 
-// One timed pass: GB/s of summing `n_chunks` steps of kStride floats.
-template <bool kPrefetch>
-double TimedSum(const float* data, size_t n_chunks, volatile float& sink) {
+enum class Hint { kNone, kL2, kNonTemporal };
+
+template <Hint kHint>
+inline void PrefetchAhead(const float* p) {
+  const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes;
+  for (size_t line = 0; line < kChunkBytes; line += 64) {
+    if constexpr (kHint == Hint::kL2) PrefetchToL2(ahead + line);
+    if constexpr (kHint == Hint::kNonTemporal) __builtin_prefetch(ahead + line, /*rw=*/0, /*locality=*/0);
+  }
+}
+
+// One timed pass, GB/s: the threads split the chunks into contiguous ranges, and each thread
+// reads its range as kStreams equal parts side by side (chunk i of every part, then i + 1).
+template <int kStreams, Hint kHint>
+double TimedPass(const float* data, size_t n_chunks, volatile float& sink) {
   const auto start = std::chrono::steady_clock::now();
   float total = 0;
-#pragma omp parallel reduction(+ : total)
+  size_t chunks_read = 0;
+#pragma omp parallel reduction(+ : total, chunks_read)
   {
-    VecF acc[4] = {Zero(), Zero(), Zero(), Zero()};
-#pragma omp for schedule(static)
-    for (size_t i = 0; i < n_chunks; ++i) {
-      const float* p = data + i * kStride;
-      if (kPrefetch) {
-        const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes;
-        for (size_t line = 0; line < kStride * sizeof(float); line += 64) PrefetchToL2(ahead + line);
+    const size_t n_threads = static_cast<size_t>(omp_get_num_threads());
+    const size_t thread = static_cast<size_t>(omp_get_thread_num());
+    const size_t begin = n_chunks * thread / n_threads;
+    const size_t per_stream = (n_chunks * (thread + 1) / n_threads - begin) / kStreams;
+    VecF acc[kUnroll];
+    for (VecF& a : acc) a = Zero();
+    const VecF one = Broadcast(1.0f);
+    for (size_t i = 0; i < per_stream; ++i) {
+      for (int s = 0; s < kStreams; ++s) {
+        const float* p = data + (begin + s * per_stream + i) * kChunkFloats;
+        if constexpr (kHint != Hint::kNone) PrefetchAhead<kHint>(p);
+        for (int j = 0; j < kUnroll; ++j) acc[j] = Fma(Load(p + j * kLanes), one, acc[j]);
       }
-      for (int j = 0; j < 4; ++j) acc[j] = Fma(Load(p + j * kLanes), Broadcast(1.0f), acc[j]);
     }
-    for (int j = 0; j < 4; ++j) total += ReduceAdd(acc[j]);
+    for (const VecF& a : acc) total += ReduceAdd(a);
+    chunks_read += per_stream * kStreams;  // a range's remainder (< kStreams chunks) is not read
   }
   sink = sink + total;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return static_cast<double>(n_chunks * kStride * sizeof(float)) / seconds / 1e9;
+  return static_cast<double>(chunks_read * kChunkBytes) / seconds / 1e9;
+}
+
+struct Kernel {
+  std::string_view name;
+  double (*pass)(const float*, size_t, volatile float&);
+};
+
+constexpr Kernel kKernels[] = {
+    {"1 stream", TimedPass<1, Hint::kNone>},
+    {"1 stream, prefetch L2", TimedPass<1, Hint::kL2>},
+    {"1 stream, prefetch NTA", TimedPass<1, Hint::kNonTemporal>},
+    {"4 streams", TimedPass<4, Hint::kNone>},
+    {"4 streams, prefetch L2", TimedPass<4, Hint::kL2>},
+    {"8 streams", TimedPass<8, Hint::kNone>},
+    {"8 streams, prefetch L2", TimedPass<8, Hint::kL2>},
+};
+
+void PickBest(ReadCeiling& c) {
+  c.gb_per_s = 0;
+  for (const ReadKernelResult& k : c.kernels) {
+    if (k.gb_per_s > c.gb_per_s) {
+      c.gb_per_s = k.gb_per_s;
+      c.best_kernel = k.name;
+    }
+  }
 }
 
 }  // namespace
 
-double MeasureReadBandwidth(size_t bytes, int repeats, ReadProbe probe) {
-  const size_t n_chunks = bytes / sizeof(float) / kStride;
-  // Prefetches near the end run up to kPrefetchBytes past the last chunk: allocate that slack.
-  const size_t n_floats = n_chunks * kStride + kPrefetchBytes / sizeof(float);
+ReadCeiling MeasureReadCeiling(size_t bytes, int repeats) {
+  const size_t n_chunks = std::max<size_t>(1, bytes / kChunkBytes);
+  // Prefetches near the end of a range run up to kPrefetchBytes past it: allocate that slack.
+  const size_t n_floats = n_chunks * kChunkFloats + kPrefetchBytes / sizeof(float);
   float* data = static_cast<float*>(std::aligned_alloc(64, n_floats * sizeof(float)));
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n_floats; ++i) data[i] = static_cast<float>(i & 7);
-  double best = 0;
+  ReadCeiling ceiling;
   volatile float sink = 0;
-  for (int rep = 0; rep < repeats; ++rep) {
-    best = std::max(best, probe == ReadProbe::kPrefetched ? TimedSum<true>(data, n_chunks, sink)
-                                                          : TimedSum<false>(data, n_chunks, sink));
+  for (const Kernel& kernel : kKernels) {
+    double best = 0;
+    for (int rep = 0; rep < repeats; ++rep) best = std::max(best, kernel.pass(data, n_chunks, sink));
+    ceiling.kernels.push_back({kernel.name, best});
   }
   std::free(data);
-  return best;
+  PickBest(ceiling);
+  return ceiling;
+}
+
+ReadCeiling MaxOf(const ReadCeiling& a, const ReadCeiling& b) {
+  ReadCeiling c = a.kernels.size() >= b.kernels.size() ? a : b;
+  const ReadCeiling& other = a.kernels.size() >= b.kernels.size() ? b : a;
+  for (size_t i = 0; i < other.kernels.size(); ++i) {
+    c.kernels[i].gb_per_s = std::max(c.kernels[i].gb_per_s, other.kernels[i].gb_per_s);
+  }
+  PickBest(c);
+  return c;
 }
 
 }  // namespace splitspec::engine::cpu

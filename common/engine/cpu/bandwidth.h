@@ -1,23 +1,38 @@
-// The machine's read-only streaming bandwidth, the yardstick for memory-bound decode.
+// The machine's read bandwidth ceiling: the yardstick for memory-bound decode.
+//
+// One read kernel is not a ceiling. A core's bandwidth is bounded by the cache misses it keeps in
+// flight, so how many independent streams a thread reads, how far ahead it prefetches and with
+// which hint all change what it reaches, and which variant wins differs between machines (on one
+// of ours the prefetched sum read far faster than the plain one; elsewhere a decode kernel read
+// weights faster than a plain sum). So the probe runs several kernels and takes the best: decode
+// weight reads are then reported as a share of something the machine was seen to do.
 #ifndef SPLITSPEC_COMMON_ENGINE_CPU_BANDWIDTH_H_
 #define SPLITSPEC_COMMON_ENGINE_CPU_BANDWIDTH_H_
 
 #include <cstddef>
+#include <string_view>
+#include <vector>
 
 namespace splitspec::engine::cpu {
 
-enum class ReadProbe {
-  // A plain vectorised sum: the usual yardstick (what other engines' "% of bandwidth" use).
-  kPlain,
-  // The same sum with software prefetch 4 KB ahead. A single core's bandwidth is bounded by
-  // the misses it keeps in flight, so on some machines (this project's 2-core EPYC VMs) this
-  // reads far faster than kPlain; the matmul kernels prefetch too, so it is the tighter bound.
-  kPrefetched,
+struct ReadKernelResult {
+  std::string_view name;  // e.g. "4 streams, prefetch L2"
+  double gb_per_s = 0;
 };
 
-// GB/s of a vectorised sum over `bytes` (choose far larger than the last-level cache), using
-// the current OpenMP threads; best of `repeats`.
-double MeasureReadBandwidth(size_t bytes, int repeats = 5, ReadProbe probe = ReadProbe::kPlain);
+struct ReadCeiling {
+  double gb_per_s = 0;                   // the best kernel's figure
+  std::string_view best_kernel;
+  std::vector<ReadKernelResult> kernels;  // every kernel's best, in a fixed order
+};
+
+// Reads `bytes` (choose far larger than the last-level cache) with every kernel, using the
+// current OpenMP threads; each kernel's figure is its best of `repeats` passes.
+ReadCeiling MeasureReadCeiling(size_t bytes, int repeats = 3);
+
+// Kernel by kernel maximum of two probes (e.g. before and after a benchmark on a machine whose
+// bandwidth drifts with its neighbours). Both must come from MeasureReadCeiling.
+ReadCeiling MaxOf(const ReadCeiling& a, const ReadCeiling& b);
 
 }  // namespace splitspec::engine::cpu
 

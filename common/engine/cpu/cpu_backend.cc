@@ -27,6 +27,9 @@ class CpuBackend final : public Backend {
 
   absl::StatusOr<Tensor> Allocate(DType dtype, int64_t rows, int64_t cols) override {
     if (rows < 0 || cols < 0) return absl::InvalidArgumentError("negative tensor shape");
+    if (dtype == DType::kQ8_0 && cols % kQ8BlockSize != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Q8_0 rows hold whole blocks of ", kQ8BlockSize, " weights, not ", cols));
+    }
     Tensor tensor{nullptr, dtype, rows, cols};
     const size_t bytes = std::max<size_t>(tensor.n_bytes(), 1);
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
@@ -51,7 +54,7 @@ class CpuBackend final : public Backend {
 
   void Embed(const Tensor& table, absl::Span<const int32_t> tokens, Tensor& out) override {
     const int64_t dim = table.cols;
-    const size_t row_bytes = static_cast<size_t>(dim) * DTypeSize(table.dtype);
+    const size_t row_bytes = DTypeRowBytes(table.dtype, dim);
     for (size_t t = 0; t < tokens.size(); ++t) {
       const uint8_t* src = static_cast<const uint8_t*>(table.data) + tokens[t] * row_bytes;
       float* dst = out.row(static_cast<int64_t>(t));

@@ -1,5 +1,6 @@
 // Residual add kernel: one thread per element.
 #include "common/engine/cuda/add.cuh"
+#include "common/engine/cuda/launch.cuh"
 
 namespace splitspec::engine::cuda {
 namespace {
@@ -14,8 +15,7 @@ __global__ void AddKernel(float* acc, const float* x, int64_t n) {
 cudaError_t LaunchAdd(float* acc, const float* x, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   constexpr int kThreads = 256;
-  AddKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(acc, x, n);
-  return cudaGetLastError();
+  return LaunchKernel(AddKernel, static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream, acc, x, n);
 }
 
 }  // namespace splitspec::engine::cuda

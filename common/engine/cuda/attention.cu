@@ -1,11 +1,19 @@
 // Paged tree attention kernels. One block per (new token, query head) computes that pair from
-// scratch: scores over the visible positions (masked ones are skipped as in the CPU backend,
-// which never visits them), a max and a sum reduced in a fixed block order, then the weighted
-// sum of V walked in increasing position order by each output dimension's thread. Nothing
-// depends on the other tokens of the batch, and a tree node sees exactly the keys its
-// root-to-node chain would.
+// scratch: scores over the visible positions only (masked ones are never visited, as in the
+// CPU backend), a max and a sum reduced in a fixed block order, then the weighted sum of V
+// walked in increasing position order by each output dimension's thread. Nothing depends on
+// the other tokens of the batch.
+//
+// A tree node must see exactly what its root-to-node chain sees, bit for bit (speculative greedy
+// output equals plain greedy output). So the visible keys are numbered by rank, the r-th visible
+// position in increasing order, and everything (which thread scores a key, where its score is
+// stored, which lane its exponential is summed in) follows the rank: a node whose siblings are
+// masked then reduces the same values in the same lanes as its chain, where ranks and
+// positions coincide. (Indexing by position instead shifts every key after a masked sibling to
+// another lane and changes the sum's rounding.)
 #include "common/engine/cuda/attention.cuh"
 #include "common/engine/cuda/common.cuh"
+#include "common/engine/cuda/launch.cuh"
 
 namespace splitspec::engine::cuda {
 namespace {
@@ -14,6 +22,16 @@ constexpr int kThreads = 128;
 
 __device__ __forceinline__ int64_t SlotOf(const int32_t* table, int block_size, int32_t pos) {
   return static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size;
+}
+
+// The position of the visible key of rank `rank`: ranks below n_context are the context
+// positions; then the new nodes j <= node that the mask row marks visible, in order.
+__device__ __forceinline__ int32_t PositionOfRank(int32_t rank, int32_t n_context, const uint8_t* mask_row) {
+  if (rank < n_context || mask_row == nullptr) return rank;
+  int32_t remaining = rank - n_context;
+  for (int32_t j = 0;; ++j) {
+    if (mask_row[j] != 0 && remaining-- == 0) return n_context + j;
+  }
 }
 
 __global__ void StoreKvKernel(const float* k, const float* v, int64_t kv_cols, const AttentionSeqDesc* seqs,
@@ -34,7 +52,7 @@ __global__ void PagedAttentionKernel(const float* q, int n_heads, int n_heads_kv
                                      const AttentionSeqDesc* seqs, const AttentionItem* items,
                                      const int32_t* tables, const uint8_t* masks, float* scores_all,
                                      int max_visible, float* out) {
-  extern __shared__ float shared[];  // q head (head_dim), then 32 floats of reduction scratch
+  float* shared = DynamicSharedMemory<float>();  // q head (head_dim), then 32 floats of reduction scratch
   float* q_head = shared;
   float* scratch = shared + head_dim;
   const AttentionItem item = items[blockIdx.x];
@@ -53,37 +71,42 @@ __global__ void PagedAttentionKernel(const float* q, int n_heads, int n_heads_kv
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) q_head[d] = q[row * n_heads * head_dim + head * head_dim + d];
   __syncthreads();
 
-  // Positions [0, n_context) and new nodes j <= node that the mask marks visible.
-  const int32_t n_visible_max = seq.n_context + item.node + 1;
+  // The visible keys: positions [0, n_context), then new nodes j <= node that the mask marks
+  // visible (a node always sees itself). Scores are stored by rank.
+  int32_t n_visible = seq.n_context + item.node + 1;
+  if (mask != nullptr) {
+    n_visible = seq.n_context;
+    for (int32_t j = 0; j <= item.node; ++j) n_visible += mask[j] != 0;
+  }
   float local_max = -INFINITY;
-  for (int32_t p = threadIdx.x; p < n_visible_max; p += blockDim.x) {
-    const int32_t j = p - seq.n_context;
-    const bool visible = j < 0 || mask == nullptr || mask[j] != 0;
-    float s = -INFINITY;
-    if (visible) {
-      const float* key = k_cache + SlotOf(table, block_size, p) * kv_cols + kv_offset;
-      float dot = 0.0f;
-      for (int d = 0; d < head_dim; ++d) dot += q_head[d] * key[d];
-      s = dot * scale;
-    }
-    scores[p] = s;
+  for (int32_t r = threadIdx.x; r < n_visible; r += blockDim.x) {
+    const int32_t p = PositionOfRank(r, seq.n_context, mask);
+    const float* key = k_cache + SlotOf(table, block_size, p) * kv_cols + kv_offset;
+    float dot = 0.0f;
+    for (int d = 0; d < head_dim; ++d) dot += q_head[d] * key[d];
+    const float s = dot * scale;
+    scores[r] = s;
     local_max = fmaxf(local_max, s);
   }
   const float max_score = BlockReduce<true>(local_max, scratch);
   float local_sum = 0.0f;
-  for (int32_t p = threadIdx.x; p < n_visible_max; p += blockDim.x) {
-    const float e = scores[p] == -INFINITY ? 0.0f : expf(scores[p] - max_score);
-    scores[p] = e;
+  for (int32_t r = threadIdx.x; r < n_visible; r += blockDim.x) {
+    const float e = expf(scores[r] - max_score);
+    scores[r] = e;
     local_sum += e;
   }
   const float denominator = BlockReduce<false>(local_sum, scratch);
   __syncthreads();  // every thread's exponentials are visible before the weighted sum reads them
   const float inv = 1.0f / denominator;
+  const int32_t n_positions = seq.n_context + item.node + 1;
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
     float acc = 0.0f;
-    for (int32_t p = 0; p < n_visible_max; ++p) {
-      const float weight = scores[p];
-      if (weight == 0.0f) continue;  // masked (or underflowed: adds nothing either way)
+    int32_t r = 0;
+    for (int32_t p = 0; p < n_positions; ++p) {
+      const int32_t j = p - seq.n_context;
+      if (j >= 0 && mask != nullptr && mask[j] == 0) continue;  // masked: not a visible key
+      const float weight = scores[r++];
+      if (weight == 0.0f) continue;  // underflowed: adds nothing
       acc += weight * v_cache[SlotOf(table, block_size, p) * kv_cols + kv_offset + d];
     }
     out[row * n_heads * head_dim + head * head_dim + d] = acc * inv;
@@ -109,8 +132,8 @@ cudaError_t LaunchStoreKv(const float* k, const float* v, int64_t kv_cols, const
                           const AttentionItem* items, int n_items, const int32_t* tables, int block_size,
                           float* k_cache, float* v_cache, cudaStream_t stream) {
   if (n_items == 0) return cudaSuccess;
-  StoreKvKernel<<<n_items, 256, 0, stream>>>(k, v, kv_cols, seqs, items, tables, block_size, k_cache, v_cache);
-  return cudaGetLastError();
+  return LaunchKernel(StoreKvKernel, n_items, 256, 0, stream, k, v, kv_cols, seqs, items, tables, block_size, k_cache,
+                      v_cache);
 }
 
 cudaError_t LaunchPagedAttention(const float* q, int n_heads, int n_heads_kv, int head_dim, const float* k_cache,
@@ -122,17 +145,14 @@ cudaError_t LaunchPagedAttention(const float* q, int n_heads, int n_heads_kv, in
   if (head_dim > 1024 || n_heads_kv <= 0 || n_heads % n_heads_kv != 0) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(n_items), static_cast<unsigned>(n_heads));
   const size_t shared_bytes = (static_cast<size_t>(head_dim) + 32) * sizeof(float);
-  PagedAttentionKernel<<<grid, kThreads, shared_bytes, stream>>>(q, n_heads, n_heads_kv, head_dim, k_cache, v_cache,
-                                                                 block_size, seqs, items, tables, masks, scores,
-                                                                 max_visible, out);
-  return cudaGetLastError();
+  return LaunchKernel(PagedAttentionKernel, grid, kThreads, shared_bytes, stream, q, n_heads, n_heads_kv, head_dim,
+                      k_cache, v_cache, block_size, seqs, items, tables, masks, scores, max_visible, out);
 }
 
 cudaError_t LaunchCopyKvSlots(float* k_cache, float* v_cache, int64_t cols, const int32_t* src, const int32_t* dst,
                               int n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  CopyKvSlotsKernel<<<1, 256, 0, stream>>>(k_cache, v_cache, cols, src, dst, n);
-  return cudaGetLastError();
+  return LaunchKernel(CopyKvSlotsKernel, 1, 256, 0, stream, k_cache, v_cache, cols, src, dst, n);
 }
 
 }  // namespace splitspec::engine::cuda

@@ -1,6 +1,7 @@
 // Embedding gather kernel: one block per token, threads stride over the hidden dimension.
 #include "common/engine/cuda/common.cuh"
 #include "common/engine/cuda/embedding.cuh"
+#include "common/engine/cuda/launch.cuh"
 
 namespace splitspec::engine::cuda {
 namespace {
@@ -16,8 +17,7 @@ __global__ void EmbedKernel(const void* table, int dtype, const int32_t* tokens,
 cudaError_t LaunchEmbed(const void* table, int dtype, const int32_t* tokens, int n_tokens, int64_t dim, float* out,
                         cudaStream_t stream) {
   if (n_tokens == 0) return cudaSuccess;
-  EmbedKernel<<<n_tokens, 256, 0, stream>>>(table, dtype, tokens, dim, out);
-  return cudaGetLastError();
+  return LaunchKernel(EmbedKernel, n_tokens, 256, 0, stream, table, dtype, tokens, dim, out);
 }
 
 }  // namespace splitspec::engine::cuda

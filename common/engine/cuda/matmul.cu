@@ -1,5 +1,6 @@
 // The warp-per-row matmul kernel and the cuBLAS input helpers (see matmul.cuh).
 #include "common/engine/cuda/common.cuh"
+#include "common/engine/cuda/launch.cuh"
 #include "common/engine/cuda/matmul.cuh"
 
 namespace splitspec::engine::cuda {
@@ -67,8 +68,11 @@ __global__ void MatMulWarpVec8Kernel(const float* x, const int32_t* rows, int64_
   const uint4* w_row = reinterpret_cast<const uint4*>(w + n * k);
   float acc[kTokenTile] = {};
   for (int64_t c = lane; c < k / 8; c += 32) {
-    const uint4 raw = w_row[c];
-    const T* packed = reinterpret_cast<const T*>(&raw);
+    const uint4 raw = w_row[c];  // one 16-byte load
+    // The 8 weights out of the loaded chunk by memcpy (register moves on the GPU): reading them
+    // through a T* into the uint4 would break strict aliasing, which a host compiler exploits.
+    T packed[8];
+    memcpy(packed, &raw, sizeof(raw));
     float wf[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) wf[e] = ToFloat(packed[e]);
@@ -126,29 +130,24 @@ cudaError_t LaunchMatMulWarp(const float* x, const int32_t* rows, int64_t n_toke
   const int threads = 32 * kWarpsPerBlock;
   // 16-byte weight chunks need k % 8 == 0 (then every row, and every x row, stays aligned).
   if (k % 8 == 0 && dtype == kDTypeF16) {
-    MatMulWarpVec8Kernel<<<grid, threads, 0, stream>>>(x, rows, n_tokens, k, static_cast<const __half*>(w), n_out,
-                                                       bias, out);
-    return cudaGetLastError();
+    return LaunchKernel(MatMulWarpVec8Kernel<__half>, grid, threads, 0, stream, x, rows, n_tokens, k,
+                        static_cast<const __half*>(w), n_out, bias, out);
   }
   if (k % 8 == 0 && dtype == kDTypeBF16) {
-    MatMulWarpVec8Kernel<<<grid, threads, 0, stream>>>(x, rows, n_tokens, k, static_cast<const __nv_bfloat16*>(w),
-                                                       n_out, bias, out);
-    return cudaGetLastError();
+    return LaunchKernel(MatMulWarpVec8Kernel<__nv_bfloat16>, grid, threads, 0, stream, x, rows, n_tokens, k,
+                        static_cast<const __nv_bfloat16*>(w), n_out, bias, out);
   }
   switch (dtype) {
     case kDTypeF16:
-      MatMulWarpKernel<<<grid, threads, 0, stream>>>(x, rows, n_tokens, k, static_cast<const __half*>(w), n_out,
-                                                     bias, out);
-      break;
+      return LaunchKernel(MatMulWarpKernel<__half>, grid, threads, 0, stream, x, rows, n_tokens, k,
+                          static_cast<const __half*>(w), n_out, bias, out);
     case kDTypeBF16:
-      MatMulWarpKernel<<<grid, threads, 0, stream>>>(x, rows, n_tokens, k, static_cast<const __nv_bfloat16*>(w),
-                                                     n_out, bias, out);
-      break;
+      return LaunchKernel(MatMulWarpKernel<__nv_bfloat16>, grid, threads, 0, stream, x, rows, n_tokens, k,
+                          static_cast<const __nv_bfloat16*>(w), n_out, bias, out);
     default:
-      MatMulWarpKernel<<<grid, threads, 0, stream>>>(x, rows, n_tokens, k, static_cast<const float*>(w), n_out, bias,
-                                                     out);
+      return LaunchKernel(MatMulWarpKernel<float>, grid, threads, 0, stream, x, rows, n_tokens, k,
+                          static_cast<const float*>(w), n_out, bias, out);
   }
-  return cudaGetLastError();
 }
 
 cudaError_t LaunchGatherConvert(const float* x, const int32_t* rows, int64_t n_tokens, int64_t k, int dtype,
@@ -157,22 +156,19 @@ cudaError_t LaunchGatherConvert(const float* x, const int32_t* rows, int64_t n_t
   const unsigned blocks = static_cast<unsigned>(n_tokens);
   switch (dtype) {
     case kDTypeF16:
-      GatherConvertKernel<<<blocks, 256, 0, stream>>>(x, rows, k, static_cast<__half*>(dst));
-      break;
+      return LaunchKernel(GatherConvertKernel<__half>, blocks, 256, 0, stream, x, rows, k, static_cast<__half*>(dst));
     case kDTypeBF16:
-      GatherConvertKernel<<<blocks, 256, 0, stream>>>(x, rows, k, static_cast<__nv_bfloat16*>(dst));
-      break;
+      return LaunchKernel(GatherConvertKernel<__nv_bfloat16>, blocks, 256, 0, stream, x, rows, k,
+                          static_cast<__nv_bfloat16*>(dst));
     default:
-      GatherConvertKernel<<<blocks, 256, 0, stream>>>(x, rows, k, static_cast<float*>(dst));
+      return LaunchKernel(GatherConvertKernel<float>, blocks, 256, 0, stream, x, rows, k, static_cast<float*>(dst));
   }
-  return cudaGetLastError();
 }
 
 cudaError_t LaunchAddBias(float* out, const float* bias, int64_t n_tokens, int64_t n_out, cudaStream_t stream) {
   const int64_t n = n_tokens * n_out;
   if (n == 0) return cudaSuccess;
-  AddBiasKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(out, bias, n, n_out);
-  return cudaGetLastError();
+  return LaunchKernel(AddBiasKernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, out, bias, n, n_out);
 }
 
 }  // namespace splitspec::engine::cuda

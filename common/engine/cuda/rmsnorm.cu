@@ -1,6 +1,7 @@
 // RMSNorm kernel: one block of a fixed 256 threads per row, so each row's sum of squares is
 // reduced in the same order whatever the number of rows (batch invariance).
 #include "common/engine/cuda/common.cuh"
+#include "common/engine/cuda/launch.cuh"
 #include "common/engine/cuda/rmsnorm.cuh"
 
 namespace splitspec::engine::cuda {
@@ -24,8 +25,7 @@ __global__ void RmsNormKernel(const float* x, const float* weight, float eps, in
 cudaError_t LaunchRmsNorm(const float* x, const float* weight, float eps, int64_t n_rows, int64_t dim, float* out,
                           cudaStream_t stream) {
   if (n_rows == 0) return cudaSuccess;
-  RmsNormKernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, weight, eps, dim, out);
-  return cudaGetLastError();
+  return LaunchKernel(RmsNormKernel, static_cast<unsigned>(n_rows), kThreads, 0, stream, x, weight, eps, dim, out);
 }
 
 }  // namespace splitspec::engine::cuda

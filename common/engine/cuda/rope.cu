@@ -1,6 +1,7 @@
 // RoPE kernel: one thread per (token, head, pair). The angle is computed in f32 exactly as the
 // CPU backend does (position * inv_freq); cosf/sinf may differ from libm by an ulp or two,
 // which the conformance tests' tolerance covers.
+#include "common/engine/cuda/launch.cuh"
 #include "common/engine/cuda/rope.cuh"
 
 namespace splitspec::engine::cuda {
@@ -31,9 +32,8 @@ cudaError_t LaunchRope(float* x, int64_t n_tokens, int n_heads, int head_dim, co
   const int64_t n_pairs = n_tokens * n_heads * (head_dim / 2);
   if (n_pairs == 0) return cudaSuccess;
   constexpr int kThreads = 256;
-  RopeKernel<<<static_cast<unsigned>((n_pairs + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      x, n_pairs, n_heads, head_dim, inv_freq, positions);
-  return cudaGetLastError();
+  return LaunchKernel(RopeKernel, static_cast<unsigned>((n_pairs + kThreads - 1) / kThreads), kThreads, 0, stream, x,
+                      n_pairs, n_heads, head_dim, inv_freq, positions);
 }
 
 }  // namespace splitspec::engine::cuda

@@ -1,5 +1,6 @@
 // Argmax and softmax kernels: one block of 256 threads per row, fixed-order reductions.
 #include "common/engine/cuda/common.cuh"
+#include "common/engine/cuda/launch.cuh"
 #include "common/engine/cuda/sampling.cuh"
 
 namespace splitspec::engine::cuda {
@@ -28,7 +29,7 @@ __global__ void ArgmaxKernel(const float* logits, int64_t vocab, int32_t* out) {
   values[threadIdx.x] = best_v;
   indices[threadIdx.x] = best_i;
   __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+  for (unsigned stride = blockDim.x / 2; stride > 0; stride >>= 1) {
     if (threadIdx.x < stride) {
       const float v = values[threadIdx.x + stride];
       const int32_t i = indices[threadIdx.x + stride];
@@ -63,16 +64,15 @@ __global__ void SoftmaxKernel(const float* logits, int64_t vocab, float inv_temp
 
 cudaError_t LaunchArgmax(const float* logits, int64_t n_rows, int64_t vocab, int32_t* out, cudaStream_t stream) {
   if (n_rows == 0) return cudaSuccess;
-  ArgmaxKernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(logits, vocab, out);
-  return cudaGetLastError();
+  return LaunchKernel(ArgmaxKernel, static_cast<unsigned>(n_rows), kThreads, 0, stream, logits, vocab, out);
 }
 
 cudaError_t LaunchSoftmax(const float* logits, int64_t n_rows, int64_t vocab, float temperature, float* probs,
                           cudaStream_t stream) {
   if (n_rows == 0) return cudaSuccess;
   if (!(temperature > 0.0f)) return cudaErrorInvalidValue;
-  SoftmaxKernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(logits, vocab, 1.0f / temperature, probs);
-  return cudaGetLastError();
+  return LaunchKernel(SoftmaxKernel, static_cast<unsigned>(n_rows), kThreads, 0, stream, logits, vocab,
+                      1.0f / temperature, probs);
 }
 
 }  // namespace splitspec::engine::cuda

@@ -1,5 +1,6 @@
 // SiLU-mul kernel: one thread per output element, the CPU backend's formula
 // gate / (1 + exp(-gate)) * up.
+#include "common/engine/cuda/launch.cuh"
 #include "common/engine/cuda/silu_mul.cuh"
 
 namespace splitspec::engine::cuda {
@@ -21,9 +22,8 @@ cudaError_t LaunchSiluMul(const float* gate_up, int64_t n_rows, int64_t n, float
   const int64_t n_elements = n_rows * n;
   if (n_elements == 0) return cudaSuccess;
   constexpr int kThreads = 256;
-  SiluMulKernel<<<static_cast<unsigned>((n_elements + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      gate_up, n_elements, n, out);
-  return cudaGetLastError();
+  return LaunchKernel(SiluMulKernel, static_cast<unsigned>((n_elements + kThreads - 1) / kThreads), kThreads, 0, stream,
+                      gate_up, n_elements, n, out);
 }
 
 }  // namespace splitspec::engine::cuda

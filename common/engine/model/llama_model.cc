@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "common/engine/model/quantize.h"
 #include "common/engine/model/rope.h"
 #include "common/engine/model/safetensors.h"
 
@@ -27,7 +28,7 @@ struct LlamaModel::Layer {
 
 namespace {
 
-// Converts `view` to `dtype` host bytes (identity when the dtypes match).
+// Converts `view` to `dtype` host bytes (identity when the dtypes match). dtype is a file dtype.
 std::vector<uint8_t> ConvertTo(const TensorView& view, DType dtype) {
   const int64_t n = view.n_elements();
   std::vector<uint8_t> bytes(static_cast<size_t>(n) * DTypeSize(dtype));
@@ -51,6 +52,7 @@ std::vector<uint8_t> ConvertTo(const TensorView& view, DType dtype) {
         value = BF16ToF32(b);
         break;
       }
+      case DType::kQ8_0: break;  // not a file dtype
     }
     switch (dtype) {
       case DType::kF32: std::memcpy(bytes.data() + 4 * i, &value, 4); break;
@@ -64,6 +66,7 @@ std::vector<uint8_t> ConvertTo(const TensorView& view, DType dtype) {
         std::memcpy(bytes.data() + 2 * i, &b, 2);
         break;
       }
+      case DType::kQ8_0: break;  // made by QuantizeQ8, never converted to element by element
     }
   }
   return bytes;
@@ -98,8 +101,8 @@ void SliceView(int64_t row0, int64_t n_rows, int64_t col0, int64_t n_cols, std::
 // Loads tensors by name into backend memory, checking shapes, and frees them on failure.
 class WeightLoader {
  public:
-  WeightLoader(const SafetensorsArchive& archive, Backend& backend, bool to_f32)
-      : archive_(archive), backend_(backend), to_f32_(to_f32) {}
+  WeightLoader(const SafetensorsArchive& archive, Backend& backend, bool to_f32, WeightQuantization quantize)
+      : archive_(archive), backend_(backend), to_f32_(to_f32), quantize_(quantize) {}
   ~WeightLoader() {
     if (!committed_) {
       for (Tensor& t : loaded_) backend_.Free(t);
@@ -131,13 +134,18 @@ class WeightLoader {
       }
     }
     if (!split.whole() && split.axis == Split::Axis::kCols) cols /= split.parts;
-    const DType dtype = to_f32_ ? DType::kF32 : views[0].dtype;
+    const bool quantize = quantize_ == WeightQuantization::kInt8 && cols % kQ8BlockSize == 0;
+    const DType dtype = to_f32_ || quantize ? DType::kF32 : views[0].dtype;
     std::vector<uint8_t> host;
     for (const TensorView& view : views) {
       const std::vector<uint8_t> part = ConvertTo(view, dtype);
       host.insert(host.end(), part.begin(), part.end());
     }
-    return Store(dtype, total_rows, cols, host);
+    if (!quantize) return Store(dtype, total_rows, cols, host);
+    absl::StatusOr<std::vector<uint8_t>> q8 = QuantizeQ8(
+        absl::MakeConstSpan(reinterpret_cast<const float*>(host.data()), host.size() / sizeof(float)), total_rows, cols);
+    if (!q8.ok()) return absl::InvalidArgumentError(absl::StrCat(names[0], ": ", q8.status().message()));
+    return Store(DType::kQ8_0, total_rows, cols, *q8);
   }
 
   // A vector always held in f32 (norm weights, biases), concatenating `names`.
@@ -178,6 +186,7 @@ class WeightLoader {
   const SafetensorsArchive& archive_;
   Backend& backend_;
   bool to_f32_;
+  WeightQuantization quantize_;
   bool committed_ = false;
   std::vector<Tensor> loaded_;
   int64_t bytes_ = 0;
@@ -191,6 +200,13 @@ class WeightLoader {
   } while (0)
 
 }  // namespace
+
+absl::StatusOr<WeightQuantization> ParseWeightQuantization(std::string_view name) {
+  if (name == "none") return WeightQuantization::kNone;
+  if (name == "int8") return WeightQuantization::kInt8;
+  return absl::InvalidArgumentError(absl::StrCat("unknown weight quantization '", std::string(name),
+                                                 "' (none or int8)"));
+}
 
 LlamaModel::LlamaModel(Backend& backend, ModelConfig config)
     : backend_(backend), config_(std::move(config)), rope_(MakeRopeTables(config_)) {}
@@ -248,7 +264,11 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& 
   const int64_t inter = c.intermediate_size;
   const Split by_rows{Split::Axis::kRows, options.tp_rank, tp};
   const Split by_cols{Split::Axis::kCols, options.tp_rank, tp};
-  WeightLoader load(**archive, backend, options.weights_to_f32);
+  if (options.quantize != WeightQuantization::kNone && backend.name() != "cpu") {
+    return absl::UnimplementedError(absl::StrCat("int8 weights run on the CPU backend only; not supported on ",
+                                                 std::string(backend.name()), " (drop --quantize)"));
+  }
+  WeightLoader load(**archive, backend, options.weights_to_f32, options.quantize);
 
   SPLITSPEC_ASSIGN_OR_RETURN(model->embedding_, load.Matrix({"model.embed_tokens.weight"}, {c.vocab_size}, hidden));
   for (int i = 0; i < c.n_layers; ++i) {

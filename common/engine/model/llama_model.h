@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,9 +36,21 @@ struct ForwardResult {
   const float* Row(int64_t i) const { return logits.data() + i * vocab_size; }
 };
 
+// How matrices are stored after loading (norms and biases always stay f32).
+enum class WeightQuantization {
+  kNone,  // the file dtype (or f32 with weights_to_f32)
+  kInt8,  // Q8_0 (dtype.h, quantize.h) for every matrix whose rows are whole blocks; CPU only
+};
+
+// "none" or "int8" (the --quantize flag's values); INVALID_ARGUMENT naming them otherwise.
+absl::StatusOr<WeightQuantization> ParseWeightQuantization(std::string_view name);
+
 struct ModelLoadOptions {
   // Weights keep their file dtype (F16/BF16 halve memory traffic); set to force F32.
   bool weights_to_f32 = false;
+  // Int8 quantizes at load from whatever the file holds (F32, F16 or BF16); matrices whose row
+  // length is not a multiple of 32 keep their file dtype. Takes precedence over weights_to_f32.
+  WeightQuantization quantize = WeightQuantization::kNone;
   // Tensor parallelism (Megatron splits): this process/thread holds shard `tp_rank` of
   // `tp_size`. q/k/v and gate/up are split by output rows (whole heads; KV heads too), o and
   // down by input columns, and each of those two is followed by an all-reduce over `comm`.

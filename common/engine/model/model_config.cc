@@ -85,7 +85,13 @@ absl::Status ReadPositiveFloat(const Json& json, const char* key, double hi, flo
   if (!std::isfinite(value) || value <= 0.0 || value > hi) {
     return KeyError(key, absl::StrCat("= ", value, " must be > 0 and <= ", hi));
   }
-  *out = static_cast<float>(value);
+  // The engine computes in float: a value that rounds to 0 there (an rms_norm_eps of 1e-50
+  // would divide by zero) is as wrong as 0 itself.
+  const float stored = static_cast<float>(value);
+  if (!(stored > 0.0f)) {
+    return KeyError(key, absl::StrCat("= ", value, " is too small for a float (rounds to 0)"));
+  }
+  *out = stored;
   return absl::OkStatus();
 }
 
@@ -99,9 +105,14 @@ absl::Status ReadBool(const Json& json, const char* key, bool* out) {
 }
 
 // bos/eos may be absent, null (no such token: -1), an integer, or (eos) a list: the first entry.
+// Absent keeps Llama's default id when the vocabulary has it and means "none" otherwise, so a
+// parsed config always names ids inside its vocabulary (and reads back the same when written).
 absl::Status ReadTokenId(const Json& json, const char* key, int64_t vocab, int* out) {
   const auto it = json.find(key);
-  if (it == json.end()) return absl::OkStatus();
+  if (it == json.end()) {
+    if (*out >= vocab) *out = -1;
+    return absl::OkStatus();
+  }
   const Json* value = &*it;
   if (value->is_array()) {
     if (value->empty()) return KeyError(key, "is an empty list");

@@ -86,16 +86,21 @@ std::vector<float> ComputeProbabilities(absl::Span<const float> logits,
     std::sort(kept.begin(), kept.end());
   }
 
-  // Softmax of logits / temperature over the kept set, in double.
+  // Softmax of logits / temperature over the kept set, in double. The maximum is subtracted
+  // BEFORE dividing by the temperature: the largest logit then weighs exactly exp(0) = 1 for
+  // any temperature. (Scaling first, then subtracting, breaks at tiny temperatures such as
+  // 1e-20: the scaled logits are ~1e20, and a fused multiply-add in `z - max_z` leaves a
+  // rounding residue of thousands, whose exp is 0 or inf.)
   const double inv_t = 1.0 / static_cast<double>(params.temperature);
-  double max_z = -std::numeric_limits<double>::infinity();
-  for (int32_t i : kept) max_z = std::max(max_z, static_cast<double>(logits[i]) * inv_t);
+  double max_logit = -std::numeric_limits<double>::infinity();
+  for (int32_t i : kept) max_logit = std::max(max_logit, static_cast<double>(logits[i]));
   std::vector<double> weight(n, 0.0);
   double sum = 0.0;
   for (int32_t i : kept) {
-    const double z = static_cast<double>(logits[i]) * inv_t;
+    const double logit = static_cast<double>(logits[i]);
     // With +inf logits the limit distribution is uniform over the +inf entries.
-    const double w = std::isinf(max_z) ? (z == max_z ? 1.0 : 0.0) : std::exp(z - max_z);
+    const double w = std::isinf(max_logit) ? (logit == max_logit ? 1.0 : 0.0)
+                                           : std::exp((logit - max_logit) * inv_t);
     weight[i] = w;
     sum += w;
   }

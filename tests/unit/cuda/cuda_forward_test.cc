@@ -34,9 +34,9 @@ class CudaForwardTest : public CudaTest {
     std::unique_ptr<LlamaModel> model;
     std::unique_ptr<KvCache> kv;
   };
-  static Loaded Load(Backend& backend) {
+  static Loaded Load(Backend& backend, const std::string& dir = SmallModelDir()) {
     Loaded loaded;
-    auto model = LlamaModel::Load(SmallModelDir(), backend);
+    auto model = LlamaModel::Load(dir, backend);
     EXPECT_TRUE(model.ok()) << model.status();
     loaded.model = std::move(*model);
     auto kv = loaded.model->CreateKvCache(128);
@@ -103,6 +103,29 @@ TEST_F(CudaForwardTest, GreedyGenerationIsIdenticalAcrossBackends) {
   }
   ASSERT_TRUE(cuda_->status().ok()) << cuda_->status();
   EXPECT_EQ(outputs[0], outputs[1]);
+}
+
+// The bundled trained pair (models/, BF16 weights): greedy generation on the CUDA backend is the
+// CPU backend's, token for token, for the target and for the draft.
+TEST_F(CudaForwardTest, BundledPairGreedyGenerationIsIdenticalAcrossBackends) {
+  GenerateOptions options;
+  options.max_tokens = 32;
+  // Token ids of the pair's 4096-entry vocabulary (bos first).
+  const std::vector<int32_t> prompt = {1, 822, 1130, 316, 2047, 58, 263, 1021, 40, 7};
+  for (const char* name : {"target", "draft"}) {
+    const std::string dir = std::string(SPLITSPEC_MODELS_DIR) + "/" + name;
+    std::vector<int32_t> outputs[2];
+    for (int b = 0; b < 2; ++b) {
+      Backend& backend = b == 0 ? *cpu_ : static_cast<Backend&>(*cuda_);
+      Loaded m = Load(backend, dir);
+      ASSERT_NE(m.model, nullptr) << dir;
+      auto tokens = GenerateTokens(*m.model, *m.kv, prompt, options);
+      ASSERT_TRUE(tokens.ok()) << tokens.status();
+      outputs[b] = *tokens;
+    }
+    ASSERT_TRUE(cuda_->status().ok()) << cuda_->status();
+    EXPECT_EQ(outputs[0], outputs[1]) << name;
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Per-op conformance of the CUDA backend against the CPU backend (the reference semantics),
 // over shapes with odd sizes, GQA and token trees, plus the GPU sampling helpers and the
-// batch invariance the speculative path relies on.
+// batch invariance the speculative path relies on. Built twice: against a GPU (cuda_test) and
+// against the CPU emulation of CUDA (cuda_emulated_test, run in CI); the tolerances are the same.
 //
 // Tolerances (relative to the largest reference magnitude, at least 1):
 //  - elementwise f32 ops (embedding, add, silu-mul, rope): 1e-5 (expf/cosf/sinf vs libm ulps);
@@ -95,14 +96,14 @@ TEST_F(CudaOpsTest, MatMulMatchesCpuForEveryDtypeAndPath) {
       cpu_->MatMul(x_cpu, w_cpu, &b_cpu, o_cpu);
       gpu.MatMul(x_gpu, w_gpu, &b_gpu, o_gpu);
       ExpectNear(Read(*cpu_, o_cpu), Read(gpu, o_gpu), c.tolerance, what);
-      // A subset of rows, out of order (the lm_head's logit rows).
+      // A subset of rows, out of order (the lm_head's logit rows), into a two-row output (a
+      // single-token input has more selected rows than input rows).
       std::vector<int32_t> rows = {tokens - 1, 0};
-      cpu_->MatMul(x_cpu, w_cpu, nullptr, o_cpu, rows);
-      gpu.MatMul(x_gpu, w_gpu, nullptr, o_gpu, rows);
-      std::vector<float> expected = Read(*cpu_, o_cpu), actual = Read(gpu, o_gpu);
-      expected.resize(2 * n_out);
-      actual.resize(2 * n_out);
-      ExpectNear(expected, actual, c.tolerance, what + " rows");
+      Tensor r_cpu = Make(*cpu_, std::vector<float>(2 * n_out), 2, n_out);
+      Tensor r_gpu = Make(gpu, std::vector<float>(2 * n_out), 2, n_out);
+      cpu_->MatMul(x_cpu, w_cpu, nullptr, r_cpu, rows);
+      gpu.MatMul(x_gpu, w_gpu, nullptr, r_gpu, rows);
+      ExpectNear(Read(*cpu_, r_cpu), Read(gpu, r_gpu), c.tolerance, what + " rows");
     }
     ASSERT_TRUE(gpu.Synchronize().ok()) << gpu.status();
   }
@@ -165,6 +166,62 @@ TEST_F(CudaOpsTest, PagedTreeAttentionMatchesCpu) {
     results[b].insert(results[b].end(), kc_host.begin(), kc_host.end());
   }
   ExpectNear(results[0], results[1], 1e-4f, "attention");
+}
+
+// A tree node's attention equals, bit for bit, the same path attended as a plain chain: the
+// speculative path's exactness rests on it. The node's masked siblings sit between its
+// ancestors, so a kernel that assigns keys to lanes by position rather than by rank among the
+// visible keys sums the softmax denominator in a different order here.
+TEST_F(CudaOpsTest, TreeNodeAttentionEqualsItsChainBitForBit) {
+  const int n_heads = 4, n_heads_kv = 2, head_dim = 16, block_size = 4, n_blocks = 96;
+  const KvLayout layout{block_size, n_heads_kv, head_dim};
+  const int kv_cols = n_heads_kv * head_dim, q_cols = n_heads * head_dim;
+  // Tree: 0 -> {1, 2}, 2 -> {3, 4}, 4 -> {5, 6}, 6 -> 7; node 7's path is 0, 2, 4, 6, 7.
+  const std::vector<int32_t> parents = {-1, 0, 0, 2, 2, 4, 4, 6};
+  const int n_tree = static_cast<int>(parents.size());
+  std::vector<uint8_t> mask(n_tree * n_tree, 0);
+  for (int i = 0; i < n_tree; ++i) {
+    if (parents[i] >= 0) std::copy_n(&mask[parents[i] * n_tree], parents[i] + 1, &mask[i * n_tree]);
+    mask[i * n_tree + i] = 1;
+  }
+  const std::vector<int> path = {0, 2, 4, 6, 7};
+  const int n_path = static_cast<int>(path.size());
+  // Contexts within one warp, across warps, and past the block's 128 threads.
+  for (int n_context : {5, 37, 61, 126, 150}) {
+    const int blocks_per_seq = (n_context + n_tree + block_size - 1) / block_size;
+    std::vector<int32_t> tree_table(blocks_per_seq), chain_table(blocks_per_seq);
+    for (int b = 0; b < blocks_per_seq; ++b) tree_table[b] = b, chain_table[b] = blocks_per_seq + b;
+    // Both sequences hold the same context keys and values, in different blocks.
+    std::vector<float> k_cache = RandomValues(n_blocks * block_size * kv_cols, 70 + n_context);
+    std::vector<float> v_cache = RandomValues(n_blocks * block_size * kv_cols, 71 + n_context);
+    std::copy_n(k_cache.begin(), blocks_per_seq * block_size * kv_cols, k_cache.begin() + blocks_per_seq * block_size * kv_cols);
+    std::copy_n(v_cache.begin(), blocks_per_seq * block_size * kv_cols, v_cache.begin() + blocks_per_seq * block_size * kv_cols);
+    // Rows: the tree's nodes, then the chain (the path's q/k/v rows).
+    const std::vector<float> tree_q = RandomValues(n_tree * q_cols, 72), tree_k = RandomValues(n_tree * kv_cols, 73);
+    const std::vector<float> tree_v = RandomValues(n_tree * kv_cols, 74);
+    std::vector<float> q = tree_q, k = tree_k, v = tree_v;
+    for (int node : path) {
+      q.insert(q.end(), tree_q.begin() + node * q_cols, tree_q.begin() + (node + 1) * q_cols);
+      k.insert(k.end(), tree_k.begin() + node * kv_cols, tree_k.begin() + (node + 1) * kv_cols);
+      v.insert(v.end(), tree_v.begin() + node * kv_cols, tree_v.begin() + (node + 1) * kv_cols);
+    }
+    const int n_rows = n_tree + n_path;
+    Tensor tq = Make(*cuda_, q, n_rows, q_cols), tk = Make(*cuda_, k, n_rows, kv_cols);
+    Tensor tv = Make(*cuda_, v, n_rows, kv_cols);
+    Tensor kc = Make(*cuda_, k_cache, n_blocks * block_size, kv_cols);
+    Tensor vc = Make(*cuda_, v_cache, n_blocks * block_size, kv_cols);
+    Tensor out = Make(*cuda_, std::vector<float>(n_rows * q_cols), n_rows, q_cols);
+    const std::vector<AttentionSequence> seqs = {{tree_table.data(), n_context, n_tree, 0, mask.data()},
+                                                 {chain_table.data(), n_context, n_path, n_tree, nullptr}};
+    cuda_->Attention(tq, tk, tv, n_heads, layout, kc, vc, seqs, out);
+    const std::vector<float> result = Read(*cuda_, out);
+    for (int i = 0; i < n_path; ++i) {
+      for (int c = 0; c < q_cols; ++c) {
+        ASSERT_EQ(result[path[i] * q_cols + c], result[(n_tree + i) * q_cols + c])
+            << "context " << n_context << " node " << path[i] << " column " << c;
+      }
+    }
+  }
 }
 
 TEST_F(CudaOpsTest, CopyKvSlotsMovesInOrder) {

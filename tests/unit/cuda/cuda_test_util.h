@@ -18,7 +18,8 @@
 
 namespace splitspec::engine::testing {
 
-// Skips every test of a derived fixture when no CUDA device is present.
+// Skips every test of a derived fixture when no CUDA device is present. Over the CPU emulation
+// (cuda_emulated_test) the emulated device is always present, so nothing skips.
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {

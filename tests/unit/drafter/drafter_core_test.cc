@@ -25,7 +25,7 @@ struct Fixture {
   DraftModelProposer* proposer = nullptr;  // owned by core
 };
 
-Fixture MakeDraftModelCore() {
+Fixture MakeDraftModelCore(DrafterOptions core_options = {}) {
   DraftModelOptions options;
   options.model_dir = GetTestModels().draft_dir;
   options.kv_blocks = 64;
@@ -34,7 +34,6 @@ Fixture MakeDraftModelCore() {
   Fixture f;
   if (!proposer.ok()) return f;
   f.proposer = proposer->get();
-  DrafterOptions core_options;
   core_options.max_draft_tokens = kMaxDraft;
   f.core = std::make_unique<DrafterCore>(std::move(*proposer), core_options);
   return f;
@@ -156,10 +155,13 @@ TEST(DrafterCoreTest, StateMismatchIsFailedPrecondition) {
   Fixture f = MakeDraftModelCore();
   ASSERT_NE(f.core, nullptr);
   auto unknown = f.core->Propose({Item(9, 5, {1, 2}, 2)});
-  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ(unknown->results[0].status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(f.core->History(9), nullptr);
   ASSERT_TRUE(f.core->Propose({Item(1, 0, kPrompt, 2)}).ok());
   auto ahead = f.core->Propose({Item(1, static_cast<int32_t>(kPrompt.size()) + 3, {4}, 2)});
-  EXPECT_EQ(ahead.status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(ahead.ok()) << ahead.status();
+  EXPECT_EQ(ahead->results[0].status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(*f.core->History(1), kPrompt);
 }
 
@@ -212,7 +214,7 @@ TEST(DrafterCoreTest, SampledRequestsGetDrawnChainsWithTheirDistributions) {
   EXPECT_EQ(repeated->results[0].draft.probs, draft.probs);
 }
 
-TEST(DrafterCoreTest, BadInputIsRefusedBeforeAnySessionChanges) {
+TEST(DrafterCoreTest, BadItemIsRefusedAloneAndTheBatchProceeds) {
   Fixture f = MakeDraftModelCore();
   ASSERT_NE(f.core, nullptr);
   ASSERT_TRUE(f.core->Propose({Item(1, 0, kPrompt, 2)}).ok());
@@ -224,12 +226,73 @@ TEST(DrafterCoreTest, BadInputIsRefusedBeforeAnySessionChanges) {
       Item(2, 0, {}, 2),                   // empty history
       Item(1, known, {8}, 2),              // duplicate id in one batch
   };
+  std::vector<int32_t> updated = kPrompt;
+  updated.push_back(8);
   for (const spec::ProposeItem& item : bad) {
     auto response = f.core->Propose({Item(1, known, {8}, 2), item});
-    EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
-    EXPECT_EQ(*f.core->History(1), kPrompt);
+    ASSERT_TRUE(response.ok()) << response.status();
+    ASSERT_EQ(response->results.size(), 2u);
+    EXPECT_TRUE(response->results[0].status.ok()) << response->results[0].status;
+    EXPECT_EQ(response->results[0].draft.tokens, Expected(updated, 2));
+    EXPECT_EQ(response->results[1].status.code(), absl::StatusCode::kInvalidArgument) << response->results[1].status;
+    EXPECT_TRUE(response->results[1].draft.tokens.empty());
+    EXPECT_EQ(*f.core->History(1), updated);
     EXPECT_EQ(f.core->History(2), nullptr);
   }
+}
+
+TEST(DrafterCoreTest, IdleSessionsAreReclaimedAfterTheLease) {
+  double now = 1000.0;
+  DrafterOptions options;
+  options.session_lease_seconds = 5.0;
+  options.now = [&now] { return now; };
+  Fixture f = MakeDraftModelCore(options);
+  ASSERT_NE(f.core, nullptr);
+  const int32_t free_before = f.core->Info().free_blocks;
+  ASSERT_TRUE(f.core->Propose({Item(1, 0, kPrompt, 2), Item(2, 0, kPrompt, 2)}).ok());
+  now += 4.0;
+  const int32_t known = static_cast<int32_t>(kPrompt.size());
+  ASSERT_TRUE(f.core->Propose({Item(2, known, {8}, 2)}).ok());  // 2 renews its lease
+  now += 2.0;
+  EXPECT_EQ(f.core->ReclaimIdle(), 1);  // 1 idle for 6 s > 5 s; 2 for 2 s
+  EXPECT_EQ(f.core->History(1), nullptr);
+  EXPECT_EQ(f.proposer->KvLength(1), -1);
+  ASSERT_NE(f.core->History(2), nullptr);
+  now += 10.0;
+  EXPECT_EQ(f.core->ReclaimIdle(), 1);
+  EXPECT_EQ(f.core->Info().live_sessions, 0);
+  EXPECT_EQ(f.core->Info().held_tokens, 0);
+  EXPECT_EQ(f.core->Info().free_blocks, free_before);
+}
+
+TEST(DrafterCoreTest, SessionAndHistoryCapsRefuseTheItemsBeyondThem) {
+  DrafterOptions options;
+  options.max_sessions = 2;
+  options.max_history_tokens = 20;
+  Fixture f = MakeDraftModelCore(options);
+  ASSERT_NE(f.core, nullptr);
+  const int32_t known = static_cast<int32_t>(kPrompt.size());  // 7 tokens each
+  auto first = f.core->Propose({Item(1, 0, kPrompt, 2), Item(2, 0, kPrompt, 2), Item(3, 0, kPrompt, 2)});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->results[0].status.ok());
+  EXPECT_TRUE(first->results[1].status.ok());
+  EXPECT_EQ(first->results[2].status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(f.core->History(3), nullptr);
+  EXPECT_EQ(f.core->Info().held_tokens, 14);
+  // 14 + 6 = 20 fits; one more token does not.
+  auto grow = f.core->Propose({Item(1, known, {5, 6, 7, 8, 9, 10}, 2)});
+  ASSERT_TRUE(grow.ok());
+  EXPECT_TRUE(grow->results[0].status.ok()) << grow->results[0].status;
+  auto over = f.core->Propose({Item(2, known, {5}, 2)});
+  ASSERT_TRUE(over.ok());
+  EXPECT_EQ(over->results[0].status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(*f.core->History(2), kPrompt);  // unchanged
+  // Releasing makes room again.
+  EXPECT_EQ(f.core->Release({1}), 1);
+  EXPECT_EQ(f.core->Info().held_tokens, 7);
+  auto again = f.core->Propose({Item(3, 0, kPrompt, 2)});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->results[0].status.ok()) << again->results[0].status;
 }
 
 TEST(NgramProposerTest, ProposesWhatFollowedTheLastOccurrenceAndFollowsRollbacks) {
@@ -238,7 +301,9 @@ TEST(NgramProposerTest, ProposesWhatFollowedTheLastOccurrenceAndFollowsRollbacks
   options.max_n = 3;
   auto proposer = NgramProposer::Create(options);
   ASSERT_TRUE(proposer.ok()) << proposer.status();
-  DrafterCore core(std::move(*proposer), DrafterOptions{8});
+  DrafterOptions core_options;
+  core_options.max_draft_tokens = 8;
+  DrafterCore core(std::move(*proposer), core_options);
   // ... 10 11 12 13 ... 10 11 -> the suffix "10 11" recurs; what followed it was 12 13 14.
   const std::vector<int32_t> history = {5, 10, 11, 12, 13, 14, 6, 10, 11};
   auto response = core.Propose({Item(1, 0, history, 3)});

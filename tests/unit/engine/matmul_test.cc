@@ -38,6 +38,7 @@ TEST_P(MatMulTest, MatchesDoubleReferenceAndIsBatchInvariant) {
       case DType::kF32: std::memcpy(&w_stored[i], &w_bytes[4 * i], 4); break;
       case DType::kF16: std::memcpy(&h, &w_bytes[2 * i], 2); w_stored[i] = F16ToF32(h); break;
       case DType::kBF16: std::memcpy(&h, &w_bytes[2 * i], 2); w_stored[i] = BF16ToF32(h); break;
+      case DType::kQ8_0: break;  // quantized_test.cc covers it
     }
   }
   Tensor w = *backend->Allocate(dtype, sizes.n_out, sizes.n_in);

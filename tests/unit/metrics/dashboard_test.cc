@@ -147,7 +147,7 @@ TEST(DashboardTest, IsAnImportableDashboardWithAPrometheusDatasourceVariable) {
   EXPECT_GE(n_graphs, 12);
 }
 
-TEST(DashboardTest, HasThePanelsTheIssueAsksFor) {
+TEST(DashboardTest, HasAPanelForEveryServingAndSpeculationFigure) {
   const nlohmann::json d = LoadDashboard();
   std::set<std::string> titles;
   for (const auto& panel : d["panels"]) titles.insert(panel.value("title", ""));

@@ -114,12 +114,27 @@ TEST(MetricsHttpServerTest, BadOptionsAndDoubleStart) {
   EXPECT_EQ(server.Start().code(), absl::StatusCode::kFailedPrecondition);
 }
 
-TEST(MetricsHttpServerTest, StopRightAfterStartJoins) {
+// Start returns only once the port serves, and Stop (even right after Start) closes it: the
+// port refuses connections and can be bound again at once.
+TEST(MetricsHttpServerTest, StartServesAtOnceAndStopReleasesThePort) {
   MetricsRegistry registry;
+  int port = 0;
   for (int i = 0; i < 20; ++i) {
-    MetricsHttpServer server(registry, Loopback());
-    ASSERT_TRUE(server.Start().ok());
+    MetricsHttpServer server(registry, Loopback(port));
+    ASSERT_TRUE(server.Start().ok()) << "round " << i << ", port " << port;
+    port = server.port();
+    if (i % 2 == 1) {
+      // Every other round: a scrape straight after Start, then Stop.
+      httplib::Client client("127.0.0.1", port);
+      auto res = client.Get("/metrics");
+      ASSERT_TRUE(res) << httplib::to_string(res.error());
+      EXPECT_EQ(res->status, 200);
+    }
     server.Stop();
+    EXPECT_EQ(server.port(), 0);
+    httplib::Client after("127.0.0.1", port);
+    after.set_connection_timeout(1);
+    EXPECT_FALSE(after.Get("/metrics")) << "port " << port << " still answers after Stop";
   }
 }
 

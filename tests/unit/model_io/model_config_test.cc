@@ -79,6 +79,35 @@ TEST(ModelConfigTest, EosListTakesFirstAndNullMeansNone) {
   EXPECT_EQ(c->bos_token_id, -1);
 }
 
+// Found by fuzzing (tests/fuzz/corpus/model_config/crash-default-ids-outside-vocab): the default
+// ids 1 and 2 outside a tiny vocabulary were kept, so the config did not read back once written.
+TEST(ModelConfigTest, AbsentTokenIdsOutsideTheVocabularyMeanNone) {
+  Json json = TinyLlamaJson();
+  json.erase("bos_token_id");
+  json.erase("eos_token_id");
+  json["vocab_size"] = 2;
+  absl::StatusOr<ModelConfig> c = Parse(json);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->bos_token_id, 1);  // inside the vocabulary: Llama's default
+  EXPECT_EQ(c->eos_token_id, -1);  // outside it: none
+  absl::StatusOr<ModelConfig> again = ParseModelConfig(ModelConfigToJson(*c));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->bos_token_id, 1);
+  EXPECT_EQ(again->eos_token_id, -1);
+}
+
+// Found by fuzzing (tests/fuzz/corpus/model_config/crash-eps-rounds-to-zero): a positive
+// double that rounds to 0 as a float was accepted as rms_norm_eps.
+TEST(ModelConfigTest, PositiveValuesThatRoundToZeroAsFloatAreRefused) {
+  for (const char* key : {"rms_norm_eps", "rope_theta"}) {
+    Json json = TinyLlamaJson();
+    json[key] = 2e-65;
+    absl::StatusOr<ModelConfig> c = Parse(json);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << key;
+    EXPECT_NE(c.status().message().find(key), std::string::npos) << c.status();
+  }
+}
+
 TEST(ModelConfigTest, Qwen2ImpliesAttentionBias) {
   Json json = TinyLlamaJson();
   json["model_type"] = "qwen2";

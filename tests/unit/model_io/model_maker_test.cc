@@ -1,4 +1,4 @@
-// make-model: presets as the issue specifies them, the written directory's contents,
+// make-model: the presets' shapes, the written directory's contents,
 // determinism, dtype consistency, overrides, the spm_train tokenizer, and drafts.
 #include "common/engine/model/model_maker.h"
 
@@ -285,8 +285,22 @@ TEST(ModelMakerTest, MissingCorpusIsNotFound) {
   EXPECT_NE(status.message().find("no_such_corpus.txt"), std::string::npos) << status;
 }
 
-TEST(ModelMakerTest, DefaultCorpusShipsWithTheRepository) {
-  EXPECT_FALSE(ReadBytes(DefaultTokenizerCorpus()).empty()) << DefaultTokenizerCorpus();
+// The bundled corpus fills the largest preset's vocabulary (spm_train refuses a vocabulary the
+// corpus cannot fill), and digits, lower-case letters and common punctuation get pieces of
+// their own, so ordinary text does not fall back to byte pieces.
+TEST(ModelMakerTest, DefaultCorpusFillsTheLargestPresetVocabulary) {
+  const absl::StatusOr<ModelConfig> medium = PresetConfig("medium");
+  ASSERT_TRUE(medium.ok()) << medium.status();
+  const std::string dir = FreshDir();
+  const absl::Status trained = TrainTokenizer(DefaultTokenizerCorpus(), medium->vocab_size, dir);
+  ASSERT_TRUE(trained.ok()) << trained;
+  std::string ascii = "0123456789 .,;:!?()[]{}=+-*/<>";
+  for (char c = 'a'; c <= 'z'; ++c) ascii += c;
+  testing::WriteBytes(dir + "/ascii.txt", ascii + "\n");
+  const std::string pieces =
+      RunCommand("spm_encode --model=" + dir + "/tokenizer.model --output_format=piece < " + dir + "/ascii.txt");
+  ASSERT_FALSE(pieces.empty());
+  EXPECT_EQ(pieces.find("<0x"), std::string::npos) << pieces;
 }
 
 std::string UntiedTargetWithTokenizer() {

@@ -48,12 +48,21 @@ class FakeVerifier : public VerifierClient {
     if (fail_prefill) return absl::UnavailableError("fake prefill failure");
     std::vector<spec::PrefillResult> out;
     for (const auto& item : items) {
+      // Per-item refusals, as the real verifier answers them: no session, the batch goes on.
+      if (refuse_prefill_ids.count(item.id)) {
+        out.push_back({item.id, 0, absl::InvalidArgumentError("fake: refused item")});
+        continue;
+      }
+      if (max_context > 0 && static_cast<int32_t>(item.tokens.size()) >= max_context) {
+        out.push_back({item.id, 0, absl::InvalidArgumentError("fake: prompt fills the context")});
+        continue;
+      }
       if (sessions.count(item.id)) return absl::InvalidArgumentError("session exists");
       Session s;
       s.kv = item.tokens;
       s.pending = NextToken(s.kv);
       sessions[item.id] = s;
-      out.push_back({item.id, s.pending});
+      out.push_back({item.id, s.pending, absl::OkStatus()});
     }
     return out;
   }
@@ -70,6 +79,22 @@ class FakeVerifier : public VerifierClient {
         return absl::InvalidArgumentError("unknown session");
       }
       const auto& d = item.draft;
+      if (max_context > 0 &&
+          static_cast<int32_t>(it->second.kv.size() + 1 + d.tokens.size()) > max_context) {
+        spec::VerifyResult refused;
+        refused.id = item.id;
+        refused.status = absl::OutOfRangeError("fake: past the context");
+        ++out_of_range_items;
+        resp.results.push_back(refused);
+        continue;
+      }
+      if (refuse_verify_ids.count(item.id)) {
+        spec::VerifyResult refused;
+        refused.id = item.id;
+        refused.status = absl::InvalidArgumentError("fake: refused item");
+        resp.results.push_back(refused);
+        continue;
+      }
       for (size_t j = 0; j < d.tokens.size(); ++j) {
         if (d.parents.size() != d.tokens.size() || d.parents[j] != static_cast<int32_t>(j) - 1) {
           protocol_errors.push_back("malformed chain");
@@ -115,6 +140,7 @@ class FakeVerifier : public VerifierClient {
     info.block_size = 16;
     info.max_draft_tokens = 16;
     info.live_sessions = static_cast<int32_t>(sessions.size());
+    info.max_context_tokens = max_context;
     return info;
   }
 
@@ -129,6 +155,10 @@ class FakeVerifier : public VerifierClient {
   int32_t total_blocks = 4096;
   bool fail_prefill = false;
   bool fail_verify = false;
+  int32_t max_context = 0;  // > 0: reported by Info and enforced per item like the real one
+  std::set<spec::RequestId> refuse_prefill_ids;  // answered INVALID_ARGUMENT per item
+  std::set<spec::RequestId> refuse_verify_ids;
+  int out_of_range_items = 0;
   int prefill_calls = 0;
   int verify_calls = 0;
 };
@@ -149,6 +179,13 @@ class FakeDrafter : public DrafterClient {
     spec::ProposeResponse resp;
     for (const auto& item : items) {
       proposed_ids.insert(item.id);
+      if (refuse_ids.count(item.id)) {
+        spec::ProposeResult refused;
+        refused.id = item.id;
+        refused.status = absl::FailedPreconditionError("fake: refused item");
+        resp.results.push_back(refused);
+        continue;
+      }
       std::vector<int32_t>& seen = sessions[item.id];
       if (item.known_length == 0) {
         seen.clear();
@@ -208,6 +245,7 @@ class FakeDrafter : public DrafterClient {
   std::set<spec::RequestId> proposed_ids;
   std::vector<std::string> protocol_errors;
   int failures_left = 0;
+  std::set<spec::RequestId> refuse_ids;  // answered FAILED_PRECONDITION per item
   int calls = 0;
   int64_t tokens_proposed = 0;
 

@@ -2,6 +2,7 @@
 // worker failures, stop conditions, bad input, greedy correctness for every policy.
 #include <algorithm>
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include <condition_variable>
@@ -16,6 +17,29 @@ TEST(RouterCoreTest, SubmitBeforeInitIsRefused) {
   Harness h("none");
   auto id = h.Submit(Prompt(1, 8), 4);
   EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Ids carry the router's instance id in their high bits: two routers (or a router and its
+// restarted successor) on the same workers never hand out the same id.
+TEST(RouterCoreTest, RequestIdsCarryTheInstanceId) {
+  RouterOptions pinned;
+  pinned.instance_id = 0xABCDEF;
+  Harness a("none", pinned);
+  Harness b("none");
+  Harness c("none");
+  ASSERT_TRUE(a.core->Init().ok() && b.core->Init().ok() && c.core->Init().ok());
+  EXPECT_EQ(a.core->instance_id(), 0xABCDEFu);
+  EXPECT_NE(b.core->instance_id(), 0u);
+  EXPECT_NE(b.core->instance_id(), c.core->instance_id());  // drawn at random (24 bits)
+  std::set<RequestId> ids;
+  for (Harness* h : {&a, &b, &c}) {
+    for (int i = 0; i < 50; ++i) {
+      auto id = h->Submit(Prompt(i, 4), 1);
+      ASSERT_TRUE(id.ok());
+      EXPECT_EQ(*id >> RouterCore::kSequenceBits, h->core->instance_id());
+      EXPECT_TRUE(ids.insert(*id).second) << "duplicate id " << *id;
+    }
+  }
 }
 
 TEST(RouterCoreTest, PlainDecodeMatchesReference) {

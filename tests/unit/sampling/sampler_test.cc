@@ -89,6 +89,19 @@ TEST(ComputeProbabilities, TinyTemperatureApproachesArgmax) {
               {0, 1, 0});
 }
 
+// Logits of a real model's magnitude at temperatures a client may send by mistake: the result
+// is the argmax, one-hot, and sampling from it returns that token (never -1).
+TEST(ComputeProbabilities, DegenerateTemperaturesAreArgmaxForAnyLogitScale) {
+  Rng rng(3);
+  for (float t : {1e-20f, 1e-30f, 1e-38f, 1e-45f}) {
+    for (float scale : {1.0f, 7.3f, 113.9f, 3.1e4f}) {
+      const std::vector<float> logits = {-0.7f * scale, 0.91f * scale, 0.3f * scale, 0.9f * scale};
+      ExpectProbs(ComputeProbabilities(logits, Params(t)), {0, 1, 0, 0});
+      EXPECT_EQ(SampleToken(logits, Params(t), rng), 1) << "T=" << t << " scale " << scale;
+    }
+  }
+}
+
 TEST(ComputeProbabilities, TopKKeepsLargestAndRenormalises) {
   // Probabilities 0.1, 0.4, 0.3, 0.2: top-2 keeps 0.4 and 0.3.
   ExpectProbs(ComputeProbabilities(LogitsOf({0.1, 0.4, 0.3, 0.2}), Params(1.0f, 2)),

@@ -56,6 +56,23 @@ TEST(ProposalTree, NodesWithoutDistributionGetOneHotRows) {
   EXPECT_THAT(ProposalFromDraftTree(*tree).probs, ElementsAre(0, 1, 0, 0.25f, 0, 0.75f));
 }
 
+// Found by fuzzing (tests/fuzz/corpus/draft_tree/crash-own-token-underflows): normalising a
+// row whose node token is tiny next to huge entries rounded it to 0 in float, and the
+// converted proposal no longer passed the tree check.
+TEST(ProposalTree, TinyProbabilityNextToHugeOnesStaysPositive) {
+  DraftProposal proposal;
+  proposal.tokens = {0};
+  proposal.parents = {-1};
+  proposal.probs = {1e-40f, 3e38f, 3e38f, 0.0f};
+  const absl::StatusOr<DraftTree> tree = DraftTreeFromProposal(proposal, Limits(4));
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  const DraftProposal back = ProposalFromDraftTree(*tree);
+  EXPECT_GT(back.probs[0], 0.0f);
+  EXPECT_FLOAT_EQ(back.probs[1], 0.5f);
+  EXPECT_EQ(back.probs[3], 0.0f);
+  EXPECT_TRUE(DraftTreeFromProposal(back, Limits(4)).ok());
+}
+
 TEST(ProposalTree, RejectsBadProbabilitySizeAndBadTrees) {
   DraftProposal proposal;
   proposal.tokens = {2, 1};

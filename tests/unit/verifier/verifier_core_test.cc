@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -16,8 +17,9 @@ namespace {
 using splitspec::testing::GetTestModels;
 using splitspec::testing::GreedyReference;
 
-std::unique_ptr<VerifierCore> MakeCore(int32_t max_draft_tokens = 8) {
-  VerifierOptions options;
+std::unique_ptr<VerifierCore> MakeCore(int32_t max_draft_tokens = 8, int32_t max_context = 0,
+                                       VerifierOptions options = {}) {
+  options.max_context_tokens = max_context;
   options.model_dir = GetTestModels().target_dir;
   options.kv_blocks = 64;
   options.block_size = 16;
@@ -160,13 +162,25 @@ class VerifierBadInputTest : public ::testing::Test {
     ASSERT_TRUE(core_->Prefill({{1, kPromptA, {}}}).ok());
     length_ = core_->KvLength(1);
   }
-  // Every bad batch below also carries a valid item for request 1: it must stay untouched.
+  // Every bad batch below also carries a valid item for request 1: the bad item gets its own
+  // status and leaves its session alone; request 1 still advances.
   void ExpectRefused(const spec::VerifyItem& bad, absl::StatusCode code, const std::string& fragment) {
+    const int32_t bad_length = core_->KvLength(bad.id);
     auto result = core_->Verify({{1, Chain({3, 4})}, bad});
-    ASSERT_FALSE(result.ok());
-    EXPECT_EQ(result.status().code(), code) << result.status();
-    EXPECT_NE(result.status().message().find(fragment), std::string::npos) << result.status();
-    EXPECT_EQ(core_->KvLength(1), length_);
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->results.size(), 2u);
+    const spec::VerifyResult& good = result->results[0];
+    const spec::VerifyResult& refused = result->results[1];
+    EXPECT_TRUE(good.status.ok()) << good.status;
+    EXPECT_FALSE(good.tokens.empty());
+    EXPECT_EQ(core_->KvLength(1), length_ + static_cast<int32_t>(good.tokens.size()));
+    EXPECT_EQ(refused.id, bad.id);
+    EXPECT_EQ(refused.status.code(), code) << refused.status;
+    EXPECT_NE(refused.status.message().find(fragment), std::string::npos) << refused.status;
+    EXPECT_TRUE(refused.tokens.empty());
+    if (bad.id != 1) {
+      EXPECT_EQ(core_->KvLength(bad.id), bad_length);
+    }
   }
   std::unique_ptr<VerifierCore> core_;
   int32_t length_ = 0;
@@ -198,15 +212,134 @@ TEST_F(VerifierBadInputTest, DuplicateRequestInBatch) {
   ExpectRefused({1, {}}, absl::StatusCode::kInvalidArgument, "twice");
 }
 
-TEST_F(VerifierBadInputTest, PrefillRefusesBadPromptsAtomically) {
-  auto out_of_vocab = core_->Prefill({{3, kPromptB, {}}, {4, {1, -5}, {}}});
-  EXPECT_EQ(out_of_vocab.status().code(), absl::StatusCode::kInvalidArgument);
-  auto empty = core_->Prefill({{3, {}, {}}});
-  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
-  auto existing = core_->Prefill({{1, kPromptB, {}}});
-  EXPECT_EQ(existing.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(core_->Info().live_sessions, 1);  // request 3 was not created by the failed batch
-  EXPECT_EQ(core_->KvLength(3), -1);
+TEST_F(VerifierBadInputTest, NegativeDraftProbability) {
+  ASSERT_TRUE(core_->Prefill({{2, kPromptB, {0.8f, 0, 1.0f, 3}}}).ok());
+  spec::DraftProposal draft = Chain({5});
+  draft.probs.assign(core_->vocab_size(), 0.0f);
+  draft.probs[5] = 1.5f;
+  draft.probs[6] = -0.5f;
+  ExpectRefused({2, draft}, absl::StatusCode::kInvalidArgument, ">= 0");
+}
+
+TEST_F(VerifierBadInputTest, NanDraftProbability) {
+  ASSERT_TRUE(core_->Prefill({{2, kPromptB, {0.8f, 0, 1.0f, 3}}}).ok());
+  spec::DraftProposal draft = Chain({5});
+  draft.probs.assign(core_->vocab_size(), 0.0f);
+  draft.probs[5] = 1.0f;
+  draft.probs[7] = std::nanf("");
+  ExpectRefused({2, draft}, absl::StatusCode::kInvalidArgument, ">= 0");
+}
+
+TEST_F(VerifierBadInputTest, PrefillRefusesBadItemsAlone) {
+  auto mixed = core_->Prefill({{3, kPromptB, {}}, {4, {1, -5}, {}}, {5, {}, {}}, {1, kPromptB, {}}, {3, kPromptA, {}}});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  ASSERT_EQ(mixed->size(), 5u);
+  EXPECT_TRUE((*mixed)[0].status.ok()) << (*mixed)[0].status;
+  EXPECT_EQ((*mixed)[0].next_token, GreedyReference(GetTestModels().target_dir, kPromptB, 1)[0]);
+  EXPECT_EQ((*mixed)[1].status.code(), absl::StatusCode::kInvalidArgument);  // out of vocab
+  EXPECT_EQ((*mixed)[2].status.code(), absl::StatusCode::kInvalidArgument);  // empty
+  EXPECT_EQ((*mixed)[3].status.code(), absl::StatusCode::kAlreadyExists);    // live session
+  EXPECT_EQ((*mixed)[4].status.code(), absl::StatusCode::kInvalidArgument);  // twice in the batch
+  EXPECT_EQ(core_->Info().live_sessions, 2);  // 1 (from SetUp) and 3
+  EXPECT_EQ(core_->KvLength(3), static_cast<int32_t>(kPromptB.size()));
+  EXPECT_EQ(core_->KvLength(4), -1);
+  EXPECT_EQ(core_->KvLength(1), length_);
+}
+
+TEST(VerifierContextTest, PromptThatFillsTheContextIsRefusedAlone) {
+  auto core = MakeCore(/*max_draft_tokens=*/4, /*max_context=*/32);
+  ASSERT_NE(core, nullptr);
+  EXPECT_EQ(core->Info().max_context_tokens, 32);
+  const std::vector<int32_t> too_long(32, 7);
+  auto mixed = core->Prefill({{1, too_long, {}}, {2, kPromptA, {}}});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ((*mixed)[0].status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*mixed)[1].status.ok());
+  EXPECT_EQ(core->KvLength(1), -1);
+}
+
+TEST(VerifierContextTest, StepPastTheContextIsOutOfRangeForThatItemOnly) {
+  auto core = MakeCore(/*max_draft_tokens=*/4, /*max_context=*/32);
+  ASSERT_NE(core, nullptr);
+  const std::vector<int32_t> near_end = {1, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
+                                         9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9};  // 30 tokens
+  ASSERT_TRUE(core->Prefill({{1, near_end, {}}, {2, kPromptA, {}}}).ok());
+  // KV 30 + pending 1 + 2 draft nodes = 33 > 32; request 2 proceeds.
+  auto step = core->Verify({{1, Chain({3, 4})}, {2, Chain({3, 4})}});
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->results[0].status.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(step->results[1].status.ok());
+  EXPECT_EQ(core->KvLength(1), 30);
+  // Plain decode still fits (30 + 1 = 31), and then one more (31 + 1 = 32), then nothing.
+  for (int32_t want : {31, 32}) {
+    auto plain = core->Verify({{1, {}}});
+    ASSERT_TRUE(plain.ok());
+    EXPECT_TRUE(plain->results[0].status.ok()) << plain->results[0].status;
+    EXPECT_EQ(core->KvLength(1), want);
+  }
+  auto full = core->Verify({{1, {}}});
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->results[0].status.code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(VerifierSamplingTest, DegenerateTemperatureNeverYieldsAnInvalidToken) {
+  auto core = MakeCore();
+  ASSERT_NE(core, nullptr);
+  const std::vector<int32_t> reference = GreedyReference(GetTestModels().target_dir, kPromptA, 6);
+  for (float t : {1e-20f, 1e-30f, 1e-38f, 1e-45f}) {
+    const spec::RequestId id = 100;
+    auto prefilled = core->Prefill({{id, kPromptA, {t, 0, 1.0f, 5}}});
+    ASSERT_TRUE(prefilled.ok()) << prefilled.status();
+    ASSERT_TRUE((*prefilled)[0].status.ok()) << "T=" << t << ": " << (*prefilled)[0].status;
+    std::vector<int32_t> out = {(*prefilled)[0].next_token};
+    for (int step = 1; step < 6; ++step) {
+      auto verified = core->Verify({{id, {}}});
+      ASSERT_TRUE(verified.ok()) << verified.status();
+      ASSERT_TRUE(verified->results[0].status.ok()) << verified->results[0].status;
+      out.push_back(verified->results[0].tokens.back());
+    }
+    // A temperature this close to 0 is greedy in effect.
+    EXPECT_EQ(out, reference) << "T=" << t;
+    core->Release({id});
+  }
+}
+
+TEST(VerifierLeaseTest, IdleSessionsAreReclaimedAndTheirKvFreed) {
+  double now = 50.0;
+  VerifierOptions options;
+  options.session_lease_seconds = 3.0;
+  options.now = [&now] { return now; };
+  auto core = MakeCore(8, 0, options);
+  ASSERT_NE(core, nullptr);
+  const int32_t free_before = core->Info().free_blocks;
+  ASSERT_TRUE(core->Prefill({{1, kPromptA, {}}, {2, kPromptB, {}}}).ok());
+  now += 2.0;
+  ASSERT_TRUE(core->Verify({{2, {}}}).ok());  // renews 2
+  now += 2.0;
+  EXPECT_EQ(core->ReclaimIdle(), 1);
+  EXPECT_EQ(core->KvLength(1), -1);
+  EXPECT_GE(core->KvLength(2), 0);
+  now += 3.5;
+  EXPECT_EQ(core->ReclaimIdle(), 1);
+  EXPECT_EQ(core->Info().live_sessions, 0);
+  EXPECT_EQ(core->Info().free_blocks, free_before);
+}
+
+TEST(VerifierLeaseTest, SessionCapRefusesTheItemsBeyondIt) {
+  VerifierOptions options;
+  options.max_sessions = 2;
+  auto core = MakeCore(8, 0, options);
+  ASSERT_NE(core, nullptr);
+  auto first = core->Prefill({{1, kPromptA, {}}, {2, kPromptB, {}}, {3, kPromptC, {}}});
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE((*first)[0].status.ok());
+  EXPECT_TRUE((*first)[1].status.ok());
+  EXPECT_EQ((*first)[2].status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(core->KvLength(3), -1);
+  core->Release({1});
+  auto again = core->Prefill({{3, kPromptC, {}}});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)[0].status.ok());
 }
 
 }  // namespace

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz with clang (AddressSanitizer + UBSan) in
+# build-fuzz/ and runs each for SECONDS seconds, starting from its committed corpus
+# (tests/fuzz/corpus/<target>/, only read). New inputs collect in build-fuzz/corpus/<target>/;
+# a crash leaves its input in build-fuzz/crashes/<target>/ and the script exits 1 after
+# running the other targets. Copy a crash input to tests/fuzz/corpus/<target>/crash-<what> so
+# that the fuzz/<target> test replays it in every build.
+#
+#   scripts/fuzz.sh [SECONDS per target (default 60)] [TARGET ...]   (default: every target)
+#
+# Prints one line per target: seconds, executions, corpus size, coverage, result.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+shift || true
+cxx=$(command -v clang++-14 || command -v clang++ || true)
+cc=$(command -v clang-14 || command -v clang || true)
+[ -n "$cxx" ] && [ -n "$cc" ] || { echo "fuzz.sh needs clang (Debian: clang-14 libclang-rt-14-dev libomp-14-dev)" >&2; exit 2; }
+
+all_targets=(safetensors_header model_config tokenizer_model tokenizer_text draft_tree verify_request
+  prefill_request propose_request)
+targets=("$@")
+((${#targets[@]})) || targets=("${all_targets[@]}")
+
+echo "== building fuzz targets with $cxx (build-fuzz/)"
+cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
+  -DSPLITSPEC_FUZZ=ON -DSPLITSPEC_SANITIZE=address,undefined -DSPLITSPEC_WERROR=OFF -DSPLITSPEC_CUDA=OFF \
+  "-DSPLITSPEC_COMPONENTS=common/engine;common/spec;proto;tests" "-DSPLITSPEC_TEST_FILTER=^fuzz$" \
+  > build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log; exit 1; }
+cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}"
+
+failed=()
+for target in "${targets[@]}"; do
+  corpus=build-fuzz/corpus/$target
+  crashes=build-fuzz/crashes/$target
+  mkdir -p "$corpus" "$crashes"
+  log=build-fuzz/$target.log
+  status=ok
+  # -rss_limit_mb / -timeout: a single input using more memory or time than a real request
+  # could is a finding too.
+  build-fuzz/bin/fuzz_"$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$crashes/" "$corpus" "tests/fuzz/corpus/$target" > "$log" 2>&1 || status=FAILED
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  printf '%-20s %5ss %12s execs  corpus %5s  cov %6s  %s\n' "$target" "$seconds" "${execs:-?}" \
+    "$(find "$corpus" -type f | wc -l)" "${cov:-?}" "$status"
+  if [ "$status" != ok ]; then
+    failed+=("$target")
+    grep -E "ERROR|FUZZ_CHECK|runtime error|Test unit written" "$log" | head -5 | sed 's/^/    /'
+  fi
+done
+if ((${#failed[@]})); then
+  echo "fuzz targets that failed: ${failed[*]} (logs: build-fuzz/<target>.log, inputs: build-fuzz/crashes/)"
+  exit 1
+fi

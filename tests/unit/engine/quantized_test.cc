@@ -1,0 +1,236 @@
+// Int8 (Q8_0) weights: the quantizer's rounding, the CPU matmul on Q8_0 against the F32 matmul on
+// the dequantized weights (bit for bit), and a whole model loaded with --quantize int8 against
+// the F32 model make-model --int8-of writes.
+#include <omp.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "common/engine/backend.h"
+#include "common/engine/model/quantize.h"
+#include "tests/support/scoped_temp_dir.h"
+#include "tests/unit/engine/test_model.h"
+
+namespace splitspec::engine {
+namespace {
+
+std::vector<float> Gaussian(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+std::vector<float> Dequantized(const std::vector<uint8_t>& q8, int64_t rows, int64_t cols) {
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  const size_t row_bytes = DTypeRowBytes(DType::kQ8_0, cols);
+  for (int64_t r = 0; r < rows; ++r) DequantizeQ8Row(q8.data() + r * row_bytes, cols, out.data() + r * cols);
+  return out;
+}
+
+TEST(QuantizeQ8Test, EachWeightIsWithinHalfAStepOfItsBlockScale) {
+  const int64_t rows = 5, cols = 96;
+  std::vector<float> w = Gaussian(rows * cols, 1);
+  for (int i = 0; i < kQ8BlockSize; ++i) w[32 + i] = 0.0f;  // an all-zero block
+  w[70] = 40.0f;                                            // an outlier widens only its block
+  absl::StatusOr<std::vector<uint8_t>> q8 = QuantizeQ8(w, rows, cols);
+  ASSERT_TRUE(q8.ok()) << q8.status();
+  ASSERT_EQ(q8->size(), static_cast<size_t>(rows * (cols / 32) * 34));
+  const std::vector<float> back = Dequantized(*q8, rows, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(w[r * cols + b * 32 + i]));
+      const float step = amax / 127.0f;
+      for (int i = 0; i < 32; ++i) {
+        const int64_t k = r * cols + b * 32 + i;
+        // Half a step, plus the scale's own rounding to an IEEE half (relative 2^-11 of 127 steps).
+        EXPECT_LE(std::fabs(back[k] - w[k]), 0.5f * step + amax * 0x1p-11f + 1e-7f) << "row " << r << " col " << k % cols;
+      }
+    }
+  }
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(back[32 + i], 0.0f);
+  EXPECT_NEAR(back[70], 40.0f, 40.0f * 0x1p-10f);
+  // The outlier's block is coarser than its neighbours: its other weights carry more error.
+  float err_outlier_block = 0, err_next_block = 0;
+  for (int i = 64; i < 96; ++i) err_outlier_block = std::max(err_outlier_block, std::fabs(back[i] - w[i]));
+  for (int i = 96; i < 128; ++i) err_next_block = std::max(err_next_block, std::fabs(back[i] - w[i]));
+  EXPECT_GT(err_outlier_block, err_next_block);
+}
+
+TEST(QuantizeQ8Test, RejectsPartialBlocksAndNonFiniteWeights) {
+  EXPECT_FALSE(QuantizeQ8(std::vector<float>(40, 1.0f), 1, 40).ok());
+  std::vector<float> w(64, 1.0f);
+  w[3] = std::nanf("");
+  EXPECT_FALSE(QuantizeQ8(w, 2, 32).ok());
+  w[3] = INFINITY;
+  EXPECT_FALSE(QuantizeQ8(w, 2, 32).ok());
+  EXPECT_FALSE(QuantizeQ8(std::vector<float>(64, 1.0f), 3, 32).ok());  // sizes disagree
+}
+
+// The same product on Q8_0 and on its dequantized F32 copy must give the same bits, for every
+// token alone and batched, with fused parts as with one matrix.
+TEST(QuantizedMatMulTest, EqualsTheF32MatMulOnDequantizedWeightsBitForBit) {
+  std::unique_ptr<Backend> backend = CreateCpuBackend();
+  for (const auto& [n_out, n_in, n_tokens] : {std::tuple{67, 96, 7}, std::tuple{5, 32, 16}, std::tuple{128, 192, 9},
+                                              std::tuple{3, 64, 1}}) {
+    SCOPED_TRACE(::testing::Message() << n_out << "x" << n_in << ", " << n_tokens << " tokens");
+    const std::vector<float> w_values = Gaussian(static_cast<size_t>(n_out * n_in), n_in, 0.05f);
+    const std::vector<uint8_t> q8 = *QuantizeQ8(w_values, n_out, n_in);
+    const std::vector<float> deq = Dequantized(q8, n_out, n_in);
+    Tensor wq = *backend->Allocate(DType::kQ8_0, n_out, n_in);
+    backend->Upload(q8.data(), wq);
+    Tensor wf = *backend->Allocate(DType::kF32, n_out, n_in);
+    backend->Upload(deq.data(), wf);
+    Tensor bias = *backend->Allocate(DType::kF32, 1, n_out);
+    const std::vector<float> b = Gaussian(n_out, 3);
+    backend->Upload(b.data(), bias);
+    Tensor x = *backend->Allocate(DType::kF32, n_tokens, n_in);
+    const std::vector<float> xv = Gaussian(static_cast<size_t>(n_tokens * n_in), 4);
+    backend->Upload(xv.data(), x);
+    Tensor out_q = *backend->Allocate(DType::kF32, n_tokens, n_out);
+    Tensor out_f = *backend->Allocate(DType::kF32, n_tokens, n_out);
+    backend->MatMul(x, wq, &bias, out_q);
+    backend->MatMul(x, wf, &bias, out_f);
+    EXPECT_EQ(std::memcmp(out_q.data, out_f.data, out_q.n_bytes()), 0);
+
+    const int saved_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    Tensor single = *backend->Allocate(DType::kF32, 1, n_out);
+    for (int t = 0; t < n_tokens; ++t) {
+      const std::vector<int32_t> rows = {t};
+      backend->MatMul(x, wq, &bias, single, rows);
+      EXPECT_EQ(std::memcmp(single.row(0), out_q.row(t), n_out * sizeof(float)), 0) << "token " << t;
+    }
+    omp_set_num_threads(saved_threads);
+
+    // Fused parts (the default row-slicing MatMulSplit and the CPU override) against the whole.
+    if (n_out > 4) {
+      Tensor a = *backend->Allocate(DType::kF32, n_tokens, 3);
+      Tensor rest = *backend->Allocate(DType::kF32, n_tokens, n_out - 3);
+      std::vector<Tensor*> parts = {&a, &rest};
+      for (const bool fallback : {false, true}) {
+        if (fallback) {
+          backend->Backend::MatMulSplit(x, wq, &bias, parts);
+        } else {
+          backend->MatMulSplit(x, wq, &bias, parts);
+        }
+        for (int t = 0; t < n_tokens; ++t) {
+          EXPECT_EQ(std::memcmp(a.row(t), out_q.row(t), 3 * sizeof(float)), 0) << "fallback " << fallback;
+          EXPECT_EQ(std::memcmp(rest.row(t), out_q.row(t) + 3, (n_out - 3) * sizeof(float)), 0)
+              << "fallback " << fallback;
+        }
+      }
+      backend->Free(a);
+      backend->Free(rest);
+    }
+    for (Tensor* t : {&wq, &wf, &bias, &x, &out_q, &out_f, &single}) backend->Free(*t);
+  }
+}
+
+TEST(QuantizedMatMulTest, EmbeddingRowsOfAQ8TableAreItsDequantizedRows) {
+  std::unique_ptr<Backend> backend = CreateCpuBackend();
+  const int64_t vocab = 9, dim = 64;
+  const std::vector<float> w = Gaussian(static_cast<size_t>(vocab * dim), 8);
+  const std::vector<uint8_t> q8 = *QuantizeQ8(w, vocab, dim);
+  const std::vector<float> deq = Dequantized(q8, vocab, dim);
+  Tensor table = *backend->Allocate(DType::kQ8_0, vocab, dim);
+  backend->Upload(q8.data(), table);
+  Tensor out = *backend->Allocate(DType::kF32, 3, dim);
+  const std::vector<int32_t> tokens = {8, 0, 5};
+  backend->Embed(table, tokens, out);
+  for (int t = 0; t < 3; ++t) {
+    EXPECT_EQ(std::memcmp(out.row(t), deq.data() + tokens[t] * dim, dim * sizeof(float)), 0) << "token " << t;
+  }
+  backend->Free(table);
+  backend->Free(out);
+}
+
+TEST(QuantizedMatMulTest, Q8TensorsMustHoldWholeBlocks) {
+  std::unique_ptr<Backend> backend = CreateCpuBackend();
+  EXPECT_FALSE(backend->Allocate(DType::kQ8_0, 4, 40).ok());
+}
+
+// A model loaded with int8 weights computes exactly what its F32 round-trip copy computes.
+TEST(QuantizedModelTest, Int8LoadEqualsTheF32RoundTripModelBitForBit) {
+  for (const DType file_dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(file_dtype));
+    testing::TestModelSpec spec;
+    spec.dtype = file_dtype;
+    spec.tie_embeddings = false;
+    const std::string source = testing::TinyModelDir(spec);
+    splitspec::testing::ScopedTempDir scratch("int8_round_trip_");
+    const std::string round_trip = scratch.path() + "/model";
+    ASSERT_TRUE(WriteInt8RoundTripModel(source, round_trip).ok());
+
+    std::unique_ptr<Backend> backend = CreateCpuBackend();
+    ModelLoadOptions int8;
+    int8.quantize = WeightQuantization::kInt8;
+    auto quantized = LlamaModel::Load(source, *backend, int8);
+    ASSERT_TRUE(quantized.ok()) << quantized.status();
+    auto reference = LlamaModel::Load(round_trip, *backend);
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    auto plain = LlamaModel::Load(source, *backend);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    // Int8 weights are about a byte each (34 bytes per 32 weights), against 4 (F32) or 2 (BF16).
+    EXPECT_LT((*quantized)->weight_bytes() * (file_dtype == DType::kF32 ? 3 : 1.6), (*plain)->weight_bytes());
+
+    const std::vector<int32_t> tokens = testing::RandomTokens(23, (*plain)->config().vocab_size, 9);
+    auto logits = [&](LlamaModel& model) {
+      auto kv = model.CreateKvCache(64);
+      EXPECT_TRUE(kv.ok());
+      return testing::ChainLogits(model, **kv, 1, tokens);
+    };
+    const std::vector<float> q = logits(**quantized);
+    const std::vector<float> r = logits(**reference);
+    const std::vector<float> p = logits(**plain);
+    ASSERT_EQ(q.size(), r.size());
+    EXPECT_EQ(std::memcmp(q.data(), r.data(), q.size() * sizeof(float)), 0);
+    // ... and quantization did change the logits (the comparison above is not vacuous).
+    EXPECT_NE(std::memcmp(q.data(), p.data(), q.size() * sizeof(float)), 0);
+  }
+}
+
+// What makes speculative greedy output equal plain greedy output on an int8 target: a token's
+// logits are the same bits whether it is decoded alone or verified inside a longer chain, and
+// whatever else shares the forward.
+TEST(QuantizedModelTest, ChainVerificationEqualsTokenByTokenDecodeBitForBit) {
+  testing::TestModelSpec spec;
+  spec.tie_embeddings = false;
+  std::unique_ptr<Backend> backend = CreateCpuBackend();
+  ModelLoadOptions int8;
+  int8.quantize = WeightQuantization::kInt8;
+  auto model = LlamaModel::Load(testing::TinyModelDir(spec), *backend, int8);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto kv = (*model)->CreateKvCache(64);
+  ASSERT_TRUE(kv.ok());
+  const int vocab = (*model)->config().vocab_size;
+  const std::vector<int32_t> tokens = testing::RandomTokens(21, vocab, 4);
+  const std::vector<float> chain = testing::ChainLogits(**model, **kv, 1, tokens);  // one forward
+
+  // Sequence 2 decodes the same tokens one forward each, batched with sequence 3's 9-token chain.
+  ASSERT_TRUE((*kv)->AddSequence(2).ok());
+  ASSERT_TRUE((*kv)->AddSequence(3).ok());
+  const std::vector<int32_t> other = testing::RandomTokens(9, vocab, 5);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    SequenceStep decode{2, {tokens[i]}, {}, {0}};
+    std::vector<SequenceStep> steps = {decode};
+    if (i == 0) steps.push_back(SequenceStep{3, other, {}, {0, 1, 2, 3, 4, 5, 6, 7, 8}});
+    ForwardResult result;
+    ASSERT_TRUE((*model)->Forward(steps, **kv, &result).ok());
+    ASSERT_EQ(std::memcmp(result.Row(0), chain.data() + i * vocab, vocab * sizeof(float)), 0) << "token " << i;
+  }
+}
+
+TEST(QuantizedModelTest, ParsesTheFlagValues) {
+  EXPECT_EQ(*ParseWeightQuantization("int8"), WeightQuantization::kInt8);
+  EXPECT_EQ(*ParseWeightQuantization("none"), WeightQuantization::kNone);
+  EXPECT_FALSE(ParseWeightQuantization("int4").ok());
+}
+
+}  // namespace
+}  // namespace splitspec::engine
