@@ -14,10 +14,17 @@
 // --deadline-factor (8) and --deadline-floor-seconds (0.5): a worker call's deadline is factor
 // x the latency model's prediction, at least the floor, at most --worker-timeout-seconds;
 // --probe-interval-seconds (0.25: how often a failed replica is probed).
+// OpenAI-compatible HTTP API (router/http): --http-port P (off by default; 0 = a free port),
+// --http-host (--host), --api-key KEY or --api-key-file FILE (bearer key; none = open),
+// --chat-template FILE (Jinja; default: tokenizer_config.json's chat_template in the model
+// dir), --http-threads (64).
 // Prints "splitspec-router listening on HOST:PORT" once serving (--port 0 picks a free port),
-// then "splitspec-router metrics on HOST:PORT" (GET /metrics and GET /server_info there).
+// then "splitspec-router metrics on HOST:PORT" (GET /metrics and GET /server_info there) and
+// "splitspec-router OpenAI API on HOST:PORT".
 // SIGTERM/SIGINT: stop accepting, let running requests finish (up to --drain-seconds), exit 0.
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "common/engine/chat_template/chat_template.h"
 #include "common/engine/tokenizer/load_tokenizer.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
@@ -34,6 +42,7 @@
 #include "common/rpc/worker_clients.h"
 #include "router/clock.h"
 #include "router/latency_model.h"
+#include "router/http/openai_http_server.h"
 #include "router/policy.h"
 #include "router/replicated_drafter.h"
 #include "router/router_core.h"
@@ -58,7 +67,8 @@ constexpr char kUsage[] =
     "  --port P                     gRPC port (50050; 0 = a free port)\n"
     "  --policy NAME                none|static:K|smartspec|sglang-tiers|analytical|fsm|cache-fsm (none)\n"
     "  --policy-config FILE         JSON options of the policy and the acceptance estimator\n"
-    "  --tokenizer PATH|none        tokenizer.model (default: the one in the verifier's model dir;\n"
+    "  --tokenizer PATH|none        tokenizer.json, tokenizer.model or a model dir (default: the\n"
+    "                               verifier's model dir, tokenizer.json there else tokenizer.model;\n"
     "                               none = token ids only)\n"
     "  --latency-model FILE         fitted latency model (splitspec profile) for the cost-aware policies\n"
     "  --max-queue N                requests waiting for admission before new ones are refused (256)\n"
@@ -74,9 +84,16 @@ constexpr char kUsage[] =
     "  --drain-seconds S            on SIGTERM/SIGINT, how long running requests may finish (30)\n"
     "  --metrics-port P|0|-1        GET /metrics and /server_info port (9400; 0 = a free port, -1 = off)\n"
     "  --metrics-host H             address of the metrics server (--host)\n"
+    "  --http-port P|0              OpenAI-compatible HTTP API port (off by default; 0 = a free port)\n"
+    "  --http-host H                address of the HTTP API (--host)\n"
+    "  --api-key KEY                bearer key the HTTP API requires (default: none)\n"
+    "  --api-key-file FILE          read the bearer key from FILE instead\n"
+    "  --chat-template FILE         Jinja chat template (default: tokenizer_config.json's in the model dir)\n"
+    "  --http-threads N             HTTP worker threads; each in-flight request holds one (64)\n"
     "  --help                       print this help and exit\n"
     "\n"
-    "Prints \"splitspec-router listening on HOST:PORT\" once serving, then the metrics address.\n";
+    "Prints \"splitspec-router listening on HOST:PORT\" once serving, then the metrics address\n"
+    "and \"splitspec-router OpenAI API on HOST:PORT\" with --http-port.\n";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
@@ -110,16 +127,35 @@ int Run(const rpc::Flags& flags) {
   auto probe_interval = flags.GetDouble("probe-interval-seconds", 0.25);
   auto metrics_port = flags.GetInt("metrics-port", metrics::kRouterMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", host);
+  auto http_port = flags.GetInt("http-port", -1);
+  const std::string http_host = flags.GetString("http-host", host);
+  std::string api_key = flags.GetString("api-key");
+  const std::string api_key_file = flags.GetString("api-key-file");
+  const std::string chat_template_path = flags.GetString("chat-template");
+  auto http_threads = flags.GetInt("http-threads", 64);
   for (const absl::Status& s : {port.status(), max_queue.status(), max_running.status(), max_k.status(),
                                 default_max_tokens.status(), worker_timeout.status(), wait.status(),
                                 drain.status(), failover_wait.status(), deadline_factor.status(),
                                 deadline_floor.status(), probe_interval.status(), metrics_port.status(),
+                                http_port.status(), http_threads.status(),
                                 flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
   if (verifier_address.empty()) return Fail(absl::InvalidArgumentError("--verifier ADDR is required"));
   if (*metrics_port < -1 || *metrics_port > 65535) {
     return Fail(absl::InvalidArgumentError("--metrics-port must be a port, 0 (any free one) or -1 (off)"));
+  }
+
+  if (*http_port < -1 || *http_port > 65535 || *http_threads < 1) {
+    return Fail(absl::InvalidArgumentError("--http-port must be a port or 0, --http-threads at least 1"));
+  }
+  if (!api_key.empty() && !api_key_file.empty()) {
+    return Fail(absl::InvalidArgumentError("give --api-key or --api-key-file, not both"));
+  }
+  if (!api_key_file.empty()) {
+    auto key = router::http::ReadApiKeyFile(api_key_file);
+    if (!key.ok()) return Die("--api-key-file", key.status());
+    api_key = *key;
   }
 
   // Workers. One verifier replica must be up (its KV size drives admission); the other
@@ -171,15 +207,36 @@ int Run(const rpc::Flags& flags) {
 
   // Tokenizer: text prompts, text deltas, stop strings and the EOS id.
   std::unique_ptr<engine::Tokenizer> tokenizer;
+  std::string model_dir;  // where tokenizer_config.json (chat template, bos/eos) is looked for
   if (tokenizer_path.empty()) {
-    auto model_dir = verifier.ModelDir();
-    if (!model_dir.ok()) return Die("asking the verifier for its model dir", model_dir.status());
-    tokenizer_path = engine::TokenizerPathInModelDir(*model_dir);
+    auto dir = verifier.ModelDir();
+    if (!dir.ok()) return Die("asking the verifier for its model dir", dir.status());
+    model_dir = *dir;
+    tokenizer_path = engine::TokenizerPathInModelDir(model_dir);
+  } else if (tokenizer_path != "none") {
+    model_dir = std::filesystem::is_directory(tokenizer_path)
+                    ? tokenizer_path
+                    : std::filesystem::path(tokenizer_path).parent_path().string();
   }
   if (tokenizer_path != "none") {
     auto loaded = engine::LoadTokenizer(tokenizer_path);
     if (!loaded.ok()) return Die("loading tokenizer " + tokenizer_path + " (use --tokenizer)", loaded.status());
     tokenizer = std::move(*loaded);
+  }
+
+  // Chat template for /v1/chat/completions: optional unless --chat-template names one.
+  std::optional<chat_template::ChatTemplate> chat_template;
+  if (*http_port >= 0) {
+    if (tokenizer == nullptr) return Fail(absl::InvalidArgumentError("--http-port needs a tokenizer"));
+    auto loaded = chat_template::ChatTemplate::ForModelDir(model_dir, chat_template_path);
+    if (loaded.ok()) {
+      chat_template = *std::move(loaded);
+    } else if (!chat_template_path.empty() || loaded.status().code() != absl::StatusCode::kNotFound) {
+      return Die("chat template", loaded.status());
+    } else {
+      std::fprintf(stderr, "splitspec-router: %s; /v1/chat/completions is off (use --chat-template)\n",
+                   std::string(loaded.status().message()).c_str());
+    }
   }
 
   nlohmann::json policy_config = nlohmann::json::object();
@@ -273,11 +330,29 @@ int Run(const rpc::Flags& flags) {
   if (metrics_server != nullptr) {
     std::printf("splitspec-router metrics on %s\n", rpc::JoinHostPort(metrics_host, metrics_server->port()).c_str());
   }
+  std::unique_ptr<router::http::OpenAiHttpServer> http_server;
+  if (*http_port >= 0) {
+    router::http::OpenAiServerOptions http;
+    http.host = http_host;
+    http.port = *http_port;
+    http.n_threads = *http_threads;
+    http.api_key = api_key;
+    http.limits.model_name = verifier_info->model_name;
+    http.limits.default_max_tokens = *default_max_tokens;
+    http_server = std::make_unique<router::http::OpenAiHttpServer>(
+        &core, tokenizer.get(), chat_template ? &*chat_template : nullptr, router_metrics->get(), http);
+    if (absl::Status s = http_server->Start(); !s.ok()) {
+      loop.Drain(absl::ZeroDuration());
+      return Die("--http-port", s);
+    }
+    std::printf("splitspec-router OpenAI API on %s\n", rpc::JoinHostPort(http_host, http_server->port()).c_str());
+  }
   std::fflush(stdout);
   const int signal_number = rpc::WaitForTerminationSignal();
   std::fprintf(stderr, "splitspec-router: signal %d, draining\n", signal_number);
   loop.Drain(absl::Seconds(*drain));
   (*server)->Shutdown();
+  if (http_server != nullptr) http_server->Stop();
   if (metrics_server != nullptr) metrics_server->Stop();
   return 0;
 }

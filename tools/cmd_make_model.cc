@@ -88,6 +88,7 @@ int Run(const Args& args) {
   options.attention_bias = OptionalSwitch(args, "attention-bias");
   options.rope_llama3 = OptionalSwitch(args, "rope-llama3");
   options.corpus = args.GetString("corpus");
+  options.hf_tokenizer_dir = args.GetString("hf-tokenizer");
   options.progress = PrintProgress;
   args.CheckAllUsed();
   std::fprintf(stderr, "make-model: preset %s, %s, seed %llu -> %s\n", options.preset.c_str(),
@@ -112,6 +113,8 @@ const RegisterCommand kRegister(
     "  --attention-bias [BOOL]   q/k/v projection biases (preset's choice)\n"
     "  --rope-llama3 [BOOL]      Llama 3 RoPE scaling (preset's choice)\n"
     "  --corpus FILE             text to train the tokenizer on (default: the bundled corpus)\n"
+    "  --hf-tokenizer DIR        instead of training one: copy DIR's tokenizer.json and\n"
+    "                            tokenizer_config.json (vocabulary sized to that tokenizer)\n"
     "  --draft-of DIR            instead: copy DIR's first --layers N layers into a draft model\n"
     "  --layers N                layers of the draft (with --draft-of)\n"
     "  --int8-of DIR             instead: write DIR's weights as --quantize int8 serves them (F32)\n",

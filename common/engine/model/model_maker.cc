@@ -30,6 +30,7 @@
 #include "common/engine/model/llama_tensors.h"
 #include "common/engine/model/random_weights.h"
 #include "common/engine/model/safetensors.h"
+#include "common/engine/model/hf_tokenizer_copy.h"
 #include "common/engine/model/tokenizer_trainer.h"
 #include "nlohmann/json.hpp"
 
@@ -189,8 +190,12 @@ absl::Status MakeModel(const MakeModelOptions& options) {
   absl::Status status = EnsureDirectory(options.out_dir);
   if (!status.ok()) return status;
   // The tokenizer first: it is the step most likely to fail (missing spm_train or corpus).
-  status = TrainTokenizer(options.corpus.empty() ? DefaultTokenizerCorpus() : options.corpus,
-                          config->vocab_size, options.out_dir);
+  if (!options.hf_tokenizer_dir.empty()) {
+    status = CopyHfTokenizer(options.hf_tokenizer_dir, options.out_dir, &*config);
+  } else {
+    status = TrainTokenizer(options.corpus.empty() ? DefaultTokenizerCorpus() : options.corpus,
+                            config->vocab_size, options.out_dir);
+  }
   if (!status.ok()) return status;
   return WriteRandomModel(*config, options.dtype, options.seed, options.out_dir, options.progress);
 }

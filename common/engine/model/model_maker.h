@@ -30,6 +30,9 @@ struct MakeModelOptions {
   std::optional<bool> attention_bias;  // Qwen2-style q/k/v biases
   std::optional<bool> rope_llama3;     // llama3 rope_scaling
   std::string corpus;                  // tokenizer corpus; empty: DefaultTokenizerCorpus()
+  // A directory with a Hugging Face tokenizer.json (+ tokenizer_config.json) to copy instead
+  // of training a tokenizer.model; the vocabulary is sized to it.
+  std::string hf_tokenizer_dir;
   MakeProgress progress;               // optional
 };
 

@@ -23,4 +23,5 @@ if ! npm ping --fetch-timeout=15000 > /dev/null 2>&1; then
   exit 77
 fi
 # --ignore-scripts: no package here needs its install scripts (some would download binaries).
-npm install --prefix "$cache" --no-audit --no-fund --no-save --ignore-scripts "${missing[@]}" >&2
+# Saved to the cache's package.json, so a later install for another test does not prune them.
+npm install --prefix "$cache" --no-audit --no-fund --ignore-scripts "${missing[@]}" >&2
