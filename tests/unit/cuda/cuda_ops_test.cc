@@ -11,6 +11,8 @@
 //    2e-3 (f16, 11-bit mantissa) and 1.6e-2 (bf16, 8-bit mantissa) of sqrt(K)-scaled sums.
 #include <cuda_runtime.h>
 
+#include <gtest/gtest-spi.h>
+
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +23,14 @@ namespace splitspec::engine::testing {
 namespace {
 
 using CudaOpsTest = CudaTest;
+
+// The comparison itself: a NaN on one side fails, wherever it sits (a broken kernel often
+// produces NaN from uninitialised shared memory; a max over |diff| must not skip it).
+TEST(ExpectNearTest, ANanAgainstANumberFailsWhereverItIs) {
+  EXPECT_NONFATAL_FAILURE(ExpectNear({1, 2, 3}, {1, NAN, 3}, 1e-3f, "x"), "element 1");
+  EXPECT_NONFATAL_FAILURE(ExpectNear({1, 2, 3}, {NAN, 2, 3.5f}, 1e-3f, "x"), "element 0");
+  ExpectNear({1, NAN}, {1, NAN}, 0.0f, "both NaN agree");
+}
 
 TEST_F(CudaOpsTest, EmbeddingGathersEveryDtype) {
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {

@@ -72,7 +72,8 @@ inline std::vector<float> RandomValues(size_t n, uint64_t seed, float scale = 1.
   return v;
 }
 
-// max |a - b| <= tolerance * max(1, max |a|), with the worst element in the message.
+// max |a - b| <= tolerance * max(1, max |a|), with the worst element in the message. A NaN
+// where the other side has a number is the worst difference there is (and stays the worst).
 inline void ExpectNear(const std::vector<float>& expected, const std::vector<float>& actual, float tolerance,
                        const std::string& what) {
   ASSERT_EQ(expected.size(), actual.size()) << what;
@@ -81,8 +82,10 @@ inline void ExpectNear(const std::vector<float>& expected, const std::vector<flo
   size_t worst = 0;
   float worst_diff = 0;
   for (size_t i = 0; i < expected.size(); ++i) {
-    const float diff = std::fabs(expected[i] - actual[i]);
-    if (!(diff <= worst_diff)) {
+    if (std::isnan(expected[i]) && std::isnan(actual[i])) continue;
+    float diff = std::fabs(expected[i] - actual[i]);
+    if (std::isnan(diff)) diff = INFINITY;
+    if (diff > worst_diff) {
       worst_diff = diff;
       worst = i;
     }
