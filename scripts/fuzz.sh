@@ -18,7 +18,7 @@ cc=$(command -v clang-14 || command -v clang || true)
 [ -n "$cxx" ] && [ -n "$cc" ] || { echo "fuzz.sh needs clang (Debian: clang-14 libclang-rt-14-dev libomp-14-dev)" >&2; exit 2; }
 
 all_targets=(safetensors_header model_config tokenizer_model tokenizer_text tokenizer_json chat_template draft_tree verify_request
-  prefill_request propose_request)
+  prefill_request propose_request http_request)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 
@@ -27,7 +27,8 @@ echo "== building fuzz targets with $cxx (build-fuzz/)"
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_C_FLAGS_FUZZ="-O1 -gline-tables-only" \
   -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
   -DSPLITSPEC_FUZZ=ON -DSPLITSPEC_SANITIZE=address,undefined -DSPLITSPEC_WERROR=OFF -DSPLITSPEC_CUDA=OFF \
-  "-DSPLITSPEC_COMPONENTS=common/engine;common/spec;proto;tests" "-DSPLITSPEC_TEST_FILTER=^fuzz$" \
+  "-DSPLITSPEC_COMPONENTS=common/engine;common/spec;common/metrics;common/rpc;proto;router;tests" \
+  "-DSPLITSPEC_TEST_FILTER=^fuzz$" \
   > build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log; exit 1; }
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}"
 
