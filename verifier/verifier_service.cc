@@ -17,14 +17,10 @@ VerifierService::VerifierService(VerifierCore* core, metrics::WorkerMetrics* met
     std::lock_guard<std::mutex> lock(mu_);
     UpdateGauges();
   }
-  const double lease = core_->session_lease_seconds();
-  if (lease > 0) {
-    const auto period = std::chrono::milliseconds(std::max<int64_t>(20, static_cast<int64_t>(lease * 250)));
-    reaper_ = std::make_unique<rpc::PeriodicTask>(period, [this] {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (core_->ReclaimIdle() > 0) UpdateGauges();
-    });
-  }
+  reaper_ = rpc::StartLeaseReaper(core_->session_lease_seconds(), [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (core_->ReclaimIdle() > 0) UpdateGauges();
+  });
 }
 
 void VerifierService::UpdateGauges() {

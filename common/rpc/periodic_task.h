@@ -6,9 +6,12 @@
 #ifndef SPLITSPEC_COMMON_RPC_PERIODIC_TASK_H_
 #define SPLITSPEC_COMMON_RPC_PERIODIC_TASK_H_
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -47,6 +50,15 @@ class PeriodicTask {
   bool stop_ = false;
   std::thread thread_;  // last: starts after the members it reads are ready
 };
+
+// The session reaper of a worker: `reclaim` runs four times per lease (at most every 20 ms), so
+// an idle session goes at most a quarter lease after it expired. Null when leases are off
+// (lease_seconds <= 0).
+inline std::unique_ptr<PeriodicTask> StartLeaseReaper(double lease_seconds, std::function<void()> reclaim) {
+  if (lease_seconds <= 0) return nullptr;
+  const auto period = std::chrono::milliseconds(std::max<int64_t>(20, static_cast<int64_t>(lease_seconds * 250)));
+  return std::make_unique<PeriodicTask>(period, std::move(reclaim));
+}
 
 }  // namespace splitspec::rpc
 
