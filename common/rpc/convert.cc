@@ -50,6 +50,7 @@ spec::DraftProposal FromProto(const v1::DraftTree& proto) {
   draft.tokens = ToVector(proto.tokens());
   draft.parents = ToVector(proto.parents());
   draft.probs = ToVector(proto.probs());
+  draft.scores = ToVector(proto.scores());
   return draft;
 }
 
@@ -57,6 +58,7 @@ void ToProto(const spec::DraftProposal& draft, v1::DraftTree* proto) {
   Assign(draft.tokens, proto->mutable_tokens());
   Assign(draft.parents, proto->mutable_parents());
   Assign(draft.probs, proto->mutable_probs());
+  Assign(draft.scores, proto->mutable_scores());
 }
 
 spec::ProposalShape FromProto(const v1::ProposalShape& proto) {

@@ -35,6 +35,10 @@ struct DraftProposal {
   // as for greedy draft models and n-gram lookup) or (n_nodes, vocab) row-major: the draft
   // distribution each node's token was sampled from, used by rejection sampling.
   std::vector<float> probs;
+  // Empty or one per node: the proposer's estimate, in [0, 1], of the chance that the node is
+  // accepted given that its parent was (its draft probability, or a continuation's frequency).
+  // Advisory: the router may use it as an acceptance estimate; verification ignores it.
+  std::vector<float> scores;
 };
 
 // What shape of proposal the router asks a drafter for.
