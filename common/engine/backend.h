@@ -29,16 +29,23 @@ struct RopeTables {
 
 // One sequence's slice of an attention call. Its new tokens occupy rows
 // [first_row, first_row + n_new) of q/k/v and are written to the sequence's KV positions
-// [n_context, n_context + n_new) in node order. New token i attends to KV positions
-// [0, n_context) and to new tokens j <= i with ancestor_mask[i * n_new + j] != 0
-// (its tree ancestors and itself); parents always precede children, so keys are visited in
+// [n_context, n_context + n_new) in node order.
+//
+// The last n_tree_context positions of the context are tree nodes an earlier forward left in
+// the cache (a drafter growing a tree one depth per forward); the positions before them,
+// [0, n_context - n_tree_context), are committed. New token i attends to every committed
+// position and to the tree columns c in [0, n_tree_context + n_new) -- cached nodes first,
+// then this call's new tokens -- with ancestor_mask[i * (n_tree_context + n_new) + c] != 0
+// (its tree ancestors and itself). Parents always precede children, so keys are visited in
 // increasing position order, exactly as the root-to-node path run as a chain would visit them.
 struct AttentionSequence {
   const int32_t* block_table = nullptr;  // physical block of each logical block
   int32_t n_context = 0;
   int32_t n_new = 0;
   int32_t first_row = 0;
-  const uint8_t* ancestor_mask = nullptr;  // (n_new, n_new); nullptr means causal chain
+  // (n_new, n_tree_context + n_new); nullptr means causal chain (then n_tree_context is 0).
+  const uint8_t* ancestor_mask = nullptr;
+  int32_t n_tree_context = 0;
 };
 
 // Shape of the paged KV storage the attention op reads: per layer one K and one V tensor of

@@ -68,12 +68,16 @@ void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, c
       const AttentionSequence& seq = sequences[item.seq];
       const int64_t row = seq.first_row + item.node;
 
-      // Visible positions in increasing order: the committed context, then ancestors and self.
+      // Visible positions in increasing order: the committed context, then the tree columns
+      // (cached tree nodes, then this call's tokens) that are ancestors, and self.
       slots.clear();
-      for (int32_t p = 0; p < seq.n_context; ++p) slots.push_back(SlotOf(seq, layout.block_size, p));
-      for (int32_t j = 0; j <= item.node; ++j) {
-        const bool visible = seq.ancestor_mask == nullptr || seq.ancestor_mask[item.node * seq.n_new + j];
-        if (visible) slots.push_back(SlotOf(seq, layout.block_size, seq.n_context + j));
+      const int32_t committed = seq.n_context - seq.n_tree_context;
+      const int32_t mask_width = seq.n_tree_context + seq.n_new;
+      for (int32_t p = 0; p < committed; ++p) slots.push_back(SlotOf(seq, layout.block_size, p));
+      for (int32_t c = 0; c <= seq.n_tree_context + item.node; ++c) {
+        const bool visible = seq.ancestor_mask == nullptr ||
+                             seq.ancestor_mask[static_cast<int64_t>(item.node) * mask_width + c];
+        if (visible) slots.push_back(SlotOf(seq, layout.block_size, committed + c));
       }
 
       const float* q_head = q.row(row) + head * head_dim;

@@ -24,13 +24,14 @@ __device__ __forceinline__ int64_t SlotOf(const int32_t* table, int block_size, 
   return static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size;
 }
 
-// The position of the visible key of rank `rank`: ranks below n_context are the context
-// positions; then the new nodes j <= node that the mask row marks visible, in order.
-__device__ __forceinline__ int32_t PositionOfRank(int32_t rank, int32_t n_context, const uint8_t* mask_row) {
-  if (rank < n_context || mask_row == nullptr) return rank;
-  int32_t remaining = rank - n_context;
-  for (int32_t j = 0;; ++j) {
-    if (mask_row[j] != 0 && remaining-- == 0) return n_context + j;
+// The position of the visible key of rank `rank`: ranks below `committed` are the committed
+// positions; then the tree columns (cached tree nodes, then new nodes up to this one) that the
+// mask row marks visible, in order.
+__device__ __forceinline__ int32_t PositionOfRank(int32_t rank, int32_t committed, const uint8_t* mask_row) {
+  if (rank < committed || mask_row == nullptr) return rank;
+  int32_t remaining = rank - committed;
+  for (int32_t c = 0;; ++c) {
+    if (mask_row[c] != 0 && remaining-- == 0) return committed + c;
   }
 }
 
@@ -59,8 +60,11 @@ __global__ void PagedAttentionKernel(const float* q, int n_heads, int n_heads_kv
   const int head = blockIdx.y;
   const AttentionSeqDesc seq = seqs[item.seq];
   const int32_t* table = tables + seq.table_offset;
-  const uint8_t* mask = seq.mask_offset >= 0 ? masks + seq.mask_offset + static_cast<int64_t>(item.node) * seq.n_new
+  const int32_t mask_width = seq.n_tree_context + seq.n_new;
+  const uint8_t* mask = seq.mask_offset >= 0 ? masks + seq.mask_offset + static_cast<int64_t>(item.node) * mask_width
                                              : nullptr;
+  // Positions before `committed` are always visible; the mask covers the tree columns after.
+  const int32_t committed = seq.n_context - seq.n_tree_context;
   const int64_t row = seq.first_row + item.node;
   const int kv_head = head / (n_heads / n_heads_kv);
   const int64_t kv_cols = static_cast<int64_t>(n_heads_kv) * head_dim;
@@ -71,16 +75,16 @@ __global__ void PagedAttentionKernel(const float* q, int n_heads, int n_heads_kv
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) q_head[d] = q[row * n_heads * head_dim + head * head_dim + d];
   __syncthreads();
 
-  // The visible keys: positions [0, n_context), then new nodes j <= node that the mask marks
-  // visible (a node always sees itself). Scores are stored by rank.
+  // The visible keys: the committed positions, then the tree columns up to this node that the
+  // mask marks visible (a node always sees itself). Scores are stored by rank.
   int32_t n_visible = seq.n_context + item.node + 1;
   if (mask != nullptr) {
-    n_visible = seq.n_context;
-    for (int32_t j = 0; j <= item.node; ++j) n_visible += mask[j] != 0;
+    n_visible = committed;
+    for (int32_t c = 0; c <= seq.n_tree_context + item.node; ++c) n_visible += mask[c] != 0;
   }
   float local_max = -INFINITY;
   for (int32_t r = threadIdx.x; r < n_visible; r += blockDim.x) {
-    const int32_t p = PositionOfRank(r, seq.n_context, mask);
+    const int32_t p = PositionOfRank(r, committed, mask);
     const float* key = k_cache + SlotOf(table, block_size, p) * kv_cols + kv_offset;
     float dot = 0.0f;
     for (int d = 0; d < head_dim; ++d) dot += q_head[d] * key[d];
@@ -103,8 +107,8 @@ __global__ void PagedAttentionKernel(const float* q, int n_heads, int n_heads_kv
     float acc = 0.0f;
     int32_t r = 0;
     for (int32_t p = 0; p < n_positions; ++p) {
-      const int32_t j = p - seq.n_context;
-      if (j >= 0 && mask != nullptr && mask[j] == 0) continue;  // masked: not a visible key
+      const int32_t c = p - committed;
+      if (c >= 0 && mask != nullptr && mask[c] == 0) continue;  // masked: not a visible key
       const float weight = scores[r++];
       if (weight == 0.0f) continue;  // underflowed: adds nothing
       acc += weight * v_cache[SlotOf(table, block_size, p) * kv_cols + kv_offset + d];

@@ -16,6 +16,9 @@ struct AttentionSeqDesc {
   int32_t first_row;
   int32_t table_offset;  // into `tables`
   int32_t mask_offset;   // into `masks`; -1: causal chain
+  // Cached tree nodes at the end of the context (AttentionSequence::n_tree_context); mask rows
+  // are n_tree_context + n_new wide.
+  int32_t n_tree_context;
 };
 
 // One new token: sequence index and node index within it.

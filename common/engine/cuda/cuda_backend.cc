@@ -288,11 +288,13 @@ class CudaBackendImpl final : public CudaBackend {
       const AttentionSequence& seq = sequences[s];
       const int32_t length = seq.n_context + seq.n_new;
       const int32_t n_blocks = (length + layout.block_size - 1) / layout.block_size;
-      cuda::AttentionSeqDesc desc{seq.n_context, seq.n_new, seq.first_row, static_cast<int32_t>(tables.size()), -1};
+      cuda::AttentionSeqDesc desc{seq.n_context, seq.n_new, seq.first_row, static_cast<int32_t>(tables.size()), -1,
+                                  seq.ancestor_mask != nullptr ? seq.n_tree_context : 0};
       tables.insert(tables.end(), seq.block_table, seq.block_table + n_blocks);
       if (seq.ancestor_mask != nullptr) {
         desc.mask_offset = static_cast<int32_t>(masks.size());
-        masks.insert(masks.end(), seq.ancestor_mask, seq.ancestor_mask + static_cast<size_t>(seq.n_new) * seq.n_new);
+        const size_t mask_width = static_cast<size_t>(seq.n_tree_context) + seq.n_new;
+        masks.insert(masks.end(), seq.ancestor_mask, seq.ancestor_mask + static_cast<size_t>(seq.n_new) * mask_width);
       }
       descs.push_back(desc);
       for (int32_t i = 0; i < seq.n_new; ++i) items.push_back({s, i});

@@ -345,13 +345,29 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, KvCache& 
                                                        c.vocab_size, ")"));
       }
     }
+    const int32_t m = static_cast<int32_t>(step.tree_context.size());
+    if (m > 0) {
+      if (m > kv.Length(step.seq)) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", step.seq, ": ", m, " cached tree nodes but ",
+                                                       kv.Length(step.seq), " tokens in the cache"));
+      }
+      if (step.parents.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", step.seq, ": a step over cached tree nodes needs parents"));
+      }
+      for (int32_t j = 0; j < m; ++j) {
+        if (step.tree_context[j] < -1 || step.tree_context[j] >= j) {
+          return absl::InvalidArgumentError(absl::StrCat("sequence ", step.seq, ": cached tree node ", j,
+                                                         " has parent ", step.tree_context[j]));
+        }
+      }
+    }
     if (!step.parents.empty()) {
       if (static_cast<int32_t>(step.parents.size()) != n) {
         return absl::InvalidArgumentError(absl::StrCat("sequence ", step.seq, ": ", step.parents.size(),
                                                        " parents for ", n, " tokens"));
       }
       for (int32_t i = 0; i < n; ++i) {
-        if (step.parents[i] < -1 || step.parents[i] >= i) {
+        if (step.parents[i] < -1 || step.parents[i] >= m + i) {
           return absl::InvalidArgumentError(absl::StrCat("sequence ", step.seq, ": node ", i, " has parent ",
                                                          step.parents[i], "; parents must precede their children"));
         }
@@ -383,28 +399,37 @@ absl::Status LlamaModel::Forward(absl::Span<const SequenceStep> steps, KvCache& 
   for (size_t s = 0; s < steps.size(); ++s) {
     const SequenceStep& step = steps[s];
     const int32_t n = static_cast<int32_t>(step.tokens.size());
-    const int32_t base = kv.Length(step.seq);
+    const int32_t m = static_cast<int32_t>(step.tree_context.size());
+    const int32_t context = kv.Length(step.seq);
+    const int32_t committed = context - m;
     const int32_t first_row = static_cast<int32_t>(tokens.size());
-    bool is_chain = true;
+    bool is_chain = m == 0;
     for (int32_t i = 0; i < static_cast<int32_t>(step.parents.size()); ++i) is_chain &= step.parents[i] == i - 1;
-    std::vector<int32_t> depth(n, 0);
-    if (!is_chain) masks[s].assign(static_cast<size_t>(n) * n, 0);
-    for (int32_t i = 0; i < n; ++i) {
-      const int32_t parent = is_chain ? i - 1 : step.parents[i];
-      depth[i] = parent < 0 ? 0 : depth[parent] + 1;
+    // Tree columns: the m cached nodes, then this step's n tokens. Each column's mask row
+    // marks its ancestors and itself; only the new tokens' rows go to the attention op.
+    const int32_t width = m + n;
+    std::vector<int32_t> depth(width, 0);
+    std::vector<uint8_t> all_rows;
+    if (!is_chain) all_rows.assign(static_cast<size_t>(width) * width, 0);
+    for (int32_t c = 0; c < width; ++c) {
+      const bool cached = c < m;
+      const int32_t parent = cached ? step.tree_context[c] : (is_chain ? c - 1 : step.parents[c - m]);
+      depth[c] = parent < 0 ? 0 : depth[parent] + 1;
       if (!is_chain) {
-        uint8_t* row = &masks[s][static_cast<size_t>(i) * n];
-        if (parent >= 0) std::memcpy(row, &masks[s][static_cast<size_t>(parent) * n], parent + 1);
-        row[i] = 1;
+        uint8_t* row = &all_rows[static_cast<size_t>(c) * width];
+        if (parent >= 0) std::memcpy(row, &all_rows[static_cast<size_t>(parent) * width], parent + 1);
+        row[c] = 1;
       }
-      tokens.push_back(step.tokens[i]);
-      positions.push_back(base + depth[i]);
+      if (cached) continue;
+      tokens.push_back(step.tokens[c - m]);
+      positions.push_back(committed + depth[c]);
     }
+    if (!is_chain) masks[s].assign(all_rows.begin() + static_cast<std::ptrdiff_t>(m) * width, all_rows.end());
     for (int32_t node : step.logit_nodes) logit_rows.push_back(first_row + node);
     absl::Status appended = kv.Append(step.seq, n);
     if (!appended.ok()) return appended;  // cannot happen: capacity was checked above
-    attention[s] = AttentionSequence{kv.BlockTable(step.seq).data(), base, n, first_row,
-                                     is_chain ? nullptr : masks[s].data()};
+    attention[s] = AttentionSequence{kv.BlockTable(step.seq).data(), context, n, first_row,
+                                     is_chain ? nullptr : masks[s].data(), is_chain ? 0 : m};
   }
 
   // ---- the forward ----------------------------------------------------------------------

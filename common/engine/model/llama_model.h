@@ -22,11 +22,21 @@ namespace splitspec::engine {
 // i's parent among this step's nodes, -1 for a node hanging off the committed context; it
 // must be < i. Empty `parents` means a chain (parents[i] = i - 1). Node i's position is
 // Length(seq) + depth(i), where root nodes have depth 0.
+//
+// A tree can also grow over several forwards (a drafter feeding one depth at a time): then
+// `tree_context` describes the m tree nodes earlier forwards left at the end of the
+// sequence's KV, tree_context[j] being cached node j's parent (-1 = the committed context,
+// else an earlier cached node). Parents then index the cached nodes followed by this step's
+// tokens: parents[i] in [-1, m + i), values below m naming cached nodes, and `parents` may
+// not be empty. Positions count from the committed length Length(seq) - m, so every node
+// sits where its root-to-node path would sit as a chain, and sees only its ancestors among
+// the tree nodes.
 struct SequenceStep {
   SeqId seq = 0;
   std::vector<int32_t> tokens;
   std::vector<int32_t> parents;
   std::vector<int32_t> logit_nodes;  // nodes whose logits are returned, in this order
+  std::vector<int32_t> tree_context = {};
 };
 
 struct ForwardResult {

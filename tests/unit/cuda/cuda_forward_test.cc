@@ -2,6 +2,7 @@
 // matches the CPU backend within tolerance, generates the same greedy tokens, and keeps the
 // tree-vs-chain bit-exactness the speculative path relies on.
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/engine/generation/generate.h"
@@ -87,6 +88,35 @@ TEST_F(CudaForwardTest, TreeNodesEqualTheirChainsOnTheGpu) {
   ASSERT_TRUE(cuda_->status().ok()) << cuda_->status();
   ASSERT_EQ(verify.logits.size(), chain.logits.size());
   for (size_t i = 0; i < chain.logits.size(); ++i) ASSERT_EQ(verify.logits[i], chain.logits[i]) << i;
+}
+
+// A tree fed one depth per forward (cached tree nodes as context) equals the same tree fed at
+// once, bit for bit, on the GPU too.
+TEST_F(CudaForwardTest, TreeGrownOverForwardsEqualsOneForwardOnTheGpu) {
+  Loaded m = Load(*cuda_);
+  const std::vector<int32_t> context = Tokens(19, 5), tree = Tokens(6, 6);
+  const std::vector<int32_t> parents = {-1, -1, 0, 1, 2, 2};
+  ForwardResult ignored, whole;
+  for (SeqId seq : {1, 2}) {
+    ASSERT_TRUE(m.kv->AddSequence(seq).ok());
+    ASSERT_TRUE(m.model->Forward({SequenceStep{seq, context, {}, {}}}, *m.kv, &ignored).ok());
+  }
+  ASSERT_TRUE(m.model->Forward({SequenceStep{1, tree, parents, {0, 1, 2, 3, 4, 5}}}, *m.kv, &whole).ok());
+  std::vector<float> grown;
+  for (auto [begin, end] : {std::pair{0, 2}, std::pair{2, 4}, std::pair{4, 6}}) {
+    SequenceStep step;
+    step.seq = 2;
+    step.tree_context.assign(parents.begin(), parents.begin() + begin);
+    step.tokens.assign(tree.begin() + begin, tree.begin() + end);
+    step.parents.assign(parents.begin() + begin, parents.begin() + end);
+    step.logit_nodes = {0, 1};
+    ForwardResult part;
+    ASSERT_TRUE(m.model->Forward({step}, *m.kv, &part).ok());
+    grown.insert(grown.end(), part.logits.begin(), part.logits.end());
+  }
+  ASSERT_TRUE(cuda_->status().ok()) << cuda_->status();
+  ASSERT_EQ(grown.size(), whole.logits.size());
+  for (size_t i = 0; i < grown.size(); ++i) ASSERT_EQ(grown[i], whole.logits[i]) << i;
 }
 
 TEST_F(CudaForwardTest, GreedyGenerationIsIdenticalAcrossBackends) {

@@ -4,6 +4,7 @@
 //    fresh prefill of the committed tokens holds, and the next forward gives the same logits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -60,6 +61,93 @@ TEST_P(TreeForwardTest, EachNodeMatchesItsPathRunAsAChain) {
           << "trial " << trial << " node " << node;
     }
     m.kv->Release(tree_seq);
+  }
+}
+
+// A tree grown over several forwards (a drafter feeding one depth at a time, the earlier nodes
+// left in the cache as tree context) gives every node its path's chain logits, and committing
+// a path afterwards leaves the cache of a fresh prefill.
+TEST_P(TreeForwardTest, TreeGrownOverSeveralForwardsMatchesChainsAndCommits) {
+  testing::LoadedModel m = LoadTinyModel(GetParam(), 512);
+  const ModelConfig& config = m.model->config();
+  const int vocab = config.vocab_size;
+  std::mt19937_64 rng(4321);
+  SeqId next_seq = 5000;
+  for (int trial = 0; trial < 6; ++trial) {
+    const int n_context = 1 + static_cast<int>(rng() % 30);
+    const int n_nodes = 2 + static_cast<int>(rng() % 12);
+    const std::vector<int32_t> context = RandomTokens(n_context, vocab, rng());
+    const std::vector<int32_t> nodes = RandomTokens(n_nodes, vocab, rng());
+    const std::vector<int32_t> parents = RandomParents(n_nodes, rng);
+
+    // Feed the nodes in consecutive chunks; node indices are the same in every chunk's
+    // combined (cached, then new) numbering, so parents carry over unchanged.
+    const SeqId seq = next_seq++;
+    ChainLogits(*m.model, *m.kv, seq, context);
+    std::vector<float> logits(static_cast<size_t>(n_nodes) * vocab);
+    for (int begin = 0; begin < n_nodes;) {
+      const int end = std::min(n_nodes, begin + 1 + static_cast<int>(rng() % 4));
+      SequenceStep step;
+      step.seq = seq;
+      step.tree_context.assign(parents.begin(), parents.begin() + begin);
+      step.tokens.assign(nodes.begin() + begin, nodes.begin() + end);
+      step.parents.assign(parents.begin() + begin, parents.begin() + end);
+      for (int i = 0; i < end - begin; ++i) step.logit_nodes.push_back(i);
+      ForwardResult result;
+      ASSERT_TRUE(m.model->Forward({step}, *m.kv, &result).ok());
+      std::memcpy(&logits[static_cast<size_t>(begin) * vocab], result.logits.data(),
+                  result.logits.size() * sizeof(float));
+      begin = end;
+    }
+    ASSERT_EQ(m.kv->Length(seq), n_context + n_nodes);
+    for (int node = 0; node < n_nodes; ++node) {
+      std::vector<int32_t> chain = context;
+      for (int32_t i : PathTo(parents, node)) chain.push_back(nodes[i]);
+      const SeqId chain_seq = next_seq++;
+      const std::vector<float> expected = ChainLogits(*m.model, *m.kv, chain_seq, chain);
+      m.kv->Release(chain_seq);
+      ASSERT_EQ(std::memcmp(&logits[static_cast<size_t>(node) * vocab],
+                            expected.data() + (chain.size() - 1) * vocab, vocab * sizeof(float)), 0)
+          << "trial " << trial << " node " << node;
+    }
+
+    const std::vector<int32_t> accepted = PathTo(parents, static_cast<int>(rng() % n_nodes));
+    ASSERT_TRUE(m.kv->CommitPath(seq, n_context, accepted).ok());
+    std::vector<int32_t> committed = context;
+    for (int32_t i : accepted) committed.push_back(nodes[i]);
+    const SeqId fresh = next_seq++;
+    ChainLogits(*m.model, *m.kv, fresh, committed);
+    const size_t row_bytes = static_cast<size_t>(config.n_heads_kv) * config.head_dim * sizeof(float);
+    for (int layer = 0; layer < config.n_layers; ++layer) {
+      for (int32_t pos = 0; pos < m.kv->Length(seq); ++pos) {
+        ASSERT_EQ(std::memcmp(m.kv->k(layer).row(m.kv->Slot(seq, pos)), m.kv->k(layer).row(m.kv->Slot(fresh, pos)),
+                              row_bytes), 0) << "K layer " << layer << " pos " << pos;
+        ASSERT_EQ(std::memcmp(m.kv->v(layer).row(m.kv->Slot(seq, pos)), m.kv->v(layer).row(m.kv->Slot(fresh, pos)),
+                              row_bytes), 0) << "V layer " << layer << " pos " << pos;
+      }
+    }
+    for (SeqId s : {seq, fresh}) m.kv->Release(s);
+  }
+  EXPECT_EQ(m.kv->free_blocks(), m.kv->total_blocks());
+}
+
+TEST_P(TreeForwardTest, BadTreeContextIsRefusedBeforeTouchingTheCache) {
+  testing::LoadedModel m = LoadTinyModel(GetParam(), 64);
+  const int vocab = m.model->config().vocab_size;
+  const SeqId seq = 1;
+  ChainLogits(*m.model, *m.kv, seq, RandomTokens(3, vocab, 1));
+  ForwardResult result;
+  // More cached nodes than the cache holds; a cached node whose parent is not earlier; no
+  // parents for the new tokens; a new token whose parent is past the cached nodes.
+  const std::vector<SequenceStep> bad = {
+      SequenceStep{seq, {1}, {-1}, {0}, {-1, 0, 1, 2}},
+      SequenceStep{seq, {1}, {-1}, {0}, {0}},
+      SequenceStep{seq, {1}, {}, {0}, {-1}},
+      SequenceStep{seq, {1}, {1}, {0}, {-1}},
+  };
+  for (const SequenceStep& step : bad) {
+    EXPECT_TRUE(absl::IsInvalidArgument(m.model->Forward({step}, *m.kv, &result)));
+    EXPECT_EQ(m.kv->Length(seq), 3);
   }
 }
 
