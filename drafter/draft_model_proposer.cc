@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/engine/sampling/sampler.h"
+#include "drafter/tree_growth.h"
 
 namespace splitspec::drafter {
 namespace {
@@ -64,6 +65,64 @@ DraftModelProposer::~DraftModelProposer() {
   model_.reset();
 }
 
+namespace {
+
+bool WantsTree(const ProposeTask& task) { return task.shape.branching > 1; }
+
+// One request's tree being grown this step, and where its fed nodes sit in the draft KV.
+struct GrowingTree {
+  size_t task = 0;
+  TreeGrowth growth;
+  std::vector<int32_t> column_of_node;  // KV tree column of each fed node, -1 if not fed
+};
+
+TreeGrowthOptions GrowthOptions(const ProposeTask& task, int32_t depth) {
+  TreeGrowthOptions options;
+  options.depth = depth;
+  options.branching = task.shape.branching;
+  options.budget = task.shape.max_nodes > 0 ? task.shape.max_nodes : depth * task.shape.branching;
+  options.sampled = !task.sampling.greedy();
+  return options;
+}
+
+// The distribution a tree ranks (greedy: the softmax at temperature 1) or draws from.
+std::vector<float> TreeRow(const ProposeTask& task, absl::Span<const float> logits) {
+  if (!task.sampling.greedy()) return engine::ComputeProbabilities(logits, task.sampling);
+  engine::SamplingParams ranking;
+  ranking.temperature = 1.0f;
+  return engine::ComputeProbabilities(logits, ranking);
+}
+
+}  // namespace
+
+absl::Status DraftModelProposer::CommitTreePath(spec::RequestId id, const std::vector<int32_t>& history,
+                                                RequestState& state) {
+  if (state.tree_tokens.empty()) return absl::OkStatus();
+  const size_t base = state.kv_tokens.size();
+  std::vector<int32_t> path;
+  if (base <= history.size() && std::equal(state.kv_tokens.begin(), state.kv_tokens.end(), history.begin())) {
+    int32_t at = -1;
+    for (size_t pos = base; pos < history.size(); ++pos) {
+      int32_t next = -1;
+      for (int32_t c = 0; c < static_cast<int32_t>(state.tree_tokens.size()) && next < 0; ++c) {
+        if (state.tree_parents[c] == at && state.tree_tokens[c] == history[pos]) next = c;
+      }
+      if (next < 0) break;
+      path.push_back(next);
+      at = next;
+    }
+  }
+  for (int32_t c : path) state.kv_tokens.push_back(state.tree_tokens[c]);
+  state.tree_tokens.clear();
+  state.tree_parents.clear();
+  return kv_->CommitPath(id, static_cast<int32_t>(base), path);
+}
+
+engine::Rng& DraftModelProposer::RngFor(const ProposeTask& task, RequestState& state) const {
+  if (state.rng == nullptr) state.rng = std::make_unique<engine::Rng>(task.sampling.seed ^ kDraftStreamSalt);
+  return *state.rng;
+}
+
 absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(absl::Span<const ProposeTask> tasks) {
   std::vector<spec::DraftProposal> proposals(tasks.size());
   const int32_t max_positions = model_->config().max_position_embeddings;
@@ -83,18 +142,23 @@ absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(abs
   if (absl::Status s = engine::BindCallingThread(device_, options_.n_threads); !s.ok()) return s;
 
   // First forward: roll each sequence back to the longest prefix that still agrees with the
-  // committed history (dropping the rejected speculation), then feed the rest of the history
-  // (always at least the pending token) and read the logits after its last token.
+  // committed history (dropping the rejected speculation; a tree keeps its accepted path),
+  // then feed the rest of the history (always at least the pending token) and read the logits
+  // after its last token.
   std::vector<engine::SequenceStep> steps;
   steps.reserve(active.size());
   for (size_t i : active) {
     const ProposeTask& task = tasks[i];
     const std::vector<int32_t>& history = *task.history;
-    std::vector<int32_t>& held = states_[task.id].kv_tokens;
+    RequestState& state = states_[task.id];
+    std::vector<int32_t>& held = state.kv_tokens;
     if (!kv_->HasSequence(task.id)) {
       if (absl::Status s = kv_->AddSequence(task.id); !s.ok()) return s;
       held.clear();
+      state.tree_tokens.clear();
+      state.tree_parents.clear();
     }
+    if (absl::Status s = CommitTreePath(task.id, history, state); !s.ok()) return s;
     // The pending token (history.back()) is never kept: it is fed again so its logits exist.
     const size_t limit = std::min(held.size(), history.size() - 1);
     size_t common = 0;
@@ -111,37 +175,82 @@ absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(abs
   absl::Status status = Forward(steps, &forward);
   if (absl::IsResourceExhausted(status)) return proposals;  // no room: propose nothing this step
   if (!status.ok()) return status;
+  std::vector<GrowingTree> trees;
+  std::vector<size_t> chains;
   for (size_t a = 0; a < active.size(); ++a) {
     const size_t i = active[a];
-    RequestState& state = states_[tasks[i].id];
+    const ProposeTask& task = tasks[i];
+    RequestState& state = states_[task.id];
     state.kv_tokens.insert(state.kv_tokens.end(), steps[a].tokens.begin(), steps[a].tokens.end());
-    AppendDraftToken(tasks[i], state, forward.Row(static_cast<int64_t>(a)), &proposals[i]);
+    const absl::Span<const float> logits(forward.Row(static_cast<int64_t>(a)), model_->config().vocab_size);
+    if (!WantsTree(task)) {
+      chains.push_back(i);
+      AppendDraftToken(task, state, logits.data(), &proposals[i]);
+      continue;
+    }
+    GrowingTree tree{i, TreeGrowth(GrowthOptions(task, depth[i])), {}};
+    const std::vector<float> root_row[] = {TreeRow(task, logits)};
+    tree.growth.AddChildren(root_row, task.sampling.greedy() ? nullptr : &RngFor(task, state));
+    trees.push_back(std::move(tree));
   }
 
-  // Deeper levels: one token per still-growing request per forward.
+  // Deeper levels, one forward each: a chain feeds its last token, a tree the nodes it
+  // expands next (with its nodes already in the KV as masked context).
   for (int32_t level = 1;; ++level) {
-    std::vector<size_t> growing;
+    std::vector<size_t> growing_chains;
+    std::vector<GrowingTree*> growing_trees;
     steps.clear();
-    for (size_t i : active) {
+    for (size_t i : chains) {
       if (depth[i] <= level) continue;
-      growing.push_back(i);
+      growing_chains.push_back(i);
       engine::SequenceStep step;
       step.seq = tasks[i].id;
       step.tokens = {proposals[i].tokens.back()};
       step.logit_nodes = {0};
       steps.push_back(std::move(step));
     }
-    if (growing.empty()) break;
+    for (GrowingTree& tree : trees) {
+      const std::vector<int32_t>& expanding = tree.growth.Expanding();
+      if (expanding.empty()) continue;
+      growing_trees.push_back(&tree);
+      const RequestState& state = states_[tasks[tree.task].id];
+      tree.column_of_node.resize(static_cast<size_t>(tree.growth.size()), -1);
+      engine::SequenceStep step;
+      step.seq = tasks[tree.task].id;
+      step.tree_context = state.tree_parents;
+      for (int32_t node : expanding) {
+        const int32_t parent = tree.growth.parent(node);
+        step.tokens.push_back(tree.growth.token(node));
+        step.parents.push_back(parent < 0 ? -1 : tree.column_of_node[parent]);
+        step.logit_nodes.push_back(static_cast<int32_t>(step.logit_nodes.size()));
+      }
+      steps.push_back(std::move(step));
+    }
+    if (steps.empty()) break;
     status = Forward(steps, &forward);
     if (absl::IsResourceExhausted(status)) break;  // keep the shorter proposals
     if (!status.ok()) return status;
-    for (size_t g = 0; g < growing.size(); ++g) {
-      const size_t i = growing[g];
+    int64_t row = 0;
+    for (size_t i : growing_chains) {
       RequestState& state = states_[tasks[i].id];
       state.kv_tokens.push_back(proposals[i].tokens.back());
-      AppendDraftToken(tasks[i], state, forward.Row(static_cast<int64_t>(g)), &proposals[i]);
+      AppendDraftToken(tasks[i], state, forward.Row(row++), &proposals[i]);
+    }
+    for (GrowingTree* tree : growing_trees) {
+      const ProposeTask& task = tasks[tree->task];
+      RequestState& state = states_[task.id];
+      std::vector<std::vector<float>> rows;
+      for (int32_t node : tree->growth.Expanding()) {
+        const int32_t parent = tree->growth.parent(node);
+        tree->column_of_node[node] = static_cast<int32_t>(state.tree_tokens.size());
+        state.tree_tokens.push_back(tree->growth.token(node));
+        state.tree_parents.push_back(parent < 0 ? -1 : tree->column_of_node[parent]);
+        rows.push_back(TreeRow(task, absl::MakeConstSpan(forward.Row(row++), model_->config().vocab_size)));
+      }
+      tree->growth.AddChildren(rows, task.sampling.greedy() ? nullptr : &RngFor(task, state));
     }
   }
+  for (GrowingTree& tree : trees) proposals[tree.task] = tree.growth.Proposal();
   return proposals;
 }
 
@@ -153,9 +262,8 @@ void DraftModelProposer::AppendDraftToken(const ProposeTask& task, RequestState&
   if (task.sampling.greedy()) {
     token = engine::Argmax(row);
   } else {
-    if (state.rng == nullptr) state.rng = std::make_unique<engine::Rng>(task.sampling.seed ^ kDraftStreamSalt);
     std::vector<float> q = engine::ComputeProbabilities(row, task.sampling);
-    token = engine::SampleFromProbabilities(q, *state.rng);
+    token = engine::SampleFromProbabilities(q, RngFor(task, state));
     if (token < 0) {
       // Only a row without finite logits has no mass: fall back to a one-hot q at the argmax
       // so the proposal stays well-formed (q(token) > 0).

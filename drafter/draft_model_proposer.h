@@ -1,5 +1,8 @@
 // Draft-model proposer: a small Llama-family model proposes a chain of k tokens per request,
-// all requests of a step batched into the same forwards (one forward per draft depth). Greedy
+// or a tree (ProposalShape::branching > 1; tree_growth.h chooses its shape), all requests of a
+// step batched into the same forwards (one forward per draft depth: a chain feeds its last
+// token, a tree the nodes it expands at that depth, with the tree nodes already in its KV as
+// masked context, so a node attends only to its own ancestors). Greedy
 // requests get the draft's argmax tokens and no q (one-hot). Sampled requests (temperature > 0)
 // get tokens drawn from the draft's ComputeProbabilities under the request's temperature /
 // top-k / top-p, with those dense q rows returned in DraftProposal.probs: exact rejection
@@ -11,7 +14,9 @@
 // history it had seen plus the draft tokens it speculated). On each Propose it keeps the
 // longest prefix of those that agrees with the committed history, truncates the rest (the
 // rejected tail) and feeds the missing committed tokens together with the first draft forward,
-// so it catches up also after steps where it proposed nothing.
+// so it catches up also after steps where it proposed nothing. A tree's nodes stay in the KV
+// after the committed history until the next Propose, which moves the nodes of the accepted
+// path into place (KvCache::CommitPath) and drops the rest.
 #ifndef SPLITSPEC_DRAFTER_DRAFT_MODEL_PROPOSER_H_
 #define SPLITSPEC_DRAFTER_DRAFT_MODEL_PROPOSER_H_
 
@@ -64,9 +69,17 @@ class DraftModelProposer : public Proposer {
   absl::Status Forward(const std::vector<engine::SequenceStep>& steps, engine::ForwardResult* result);
 
   struct RequestState {
-    std::vector<int32_t> kv_tokens;  // what the draft KV holds for the request
+    std::vector<int32_t> kv_tokens;  // what the draft KV holds for the request (a linear prefix)
+    // Tree nodes the KV holds after kv_tokens: token and parent (-1 = the last of kv_tokens,
+    // else an earlier tree column), in KV order.
+    std::vector<int32_t> tree_tokens;
+    std::vector<int32_t> tree_parents;
     std::unique_ptr<engine::Rng> rng;  // made on the first sampled step
   };
+  // Keeps the tree path that `history` continues with as committed KV and drops the rest of
+  // the tree; the next forward then catches up from there.
+  absl::Status CommitTreePath(spec::RequestId id, const std::vector<int32_t>& history, RequestState& state);
+  engine::Rng& RngFor(const ProposeTask& task, RequestState& state) const;
   // Appends the next draft token for `task` from `logits` (argmax, or a draw whose q row is
   // appended to proposal->probs) as a child of the proposal's last node (-1 for none).
   void AppendDraftToken(const ProposeTask& task, RequestState& state, const float* logits,

@@ -53,11 +53,16 @@ GoodputModel::GoodputModel(const LatencyModel& model, std::vector<GoodputItem> i
 }
 
 double GoodputModel::PrefixStepSeconds(size_t size, absl::Span<const int32_t> k) const {
+  return PrefixStepSecondsFor(size, k, k);
+}
+
+double GoodputModel::PrefixStepSecondsFor(size_t size, absl::Span<const int32_t> k,
+                                          absl::Span<const int32_t> verified) const {
   size = std::min(size, items_.size());
   double n_ctx = 0, n_tok = 0;
   for (size_t i = 0; i < size; ++i) {
     n_ctx += items_[i].context;
-    n_tok += 1 + (i < k.size() ? std::max(k[i], 0) : 0);
+    n_tok += 1 + (i < verified.size() ? std::max(verified[i], 0) : 0);
   }
   double t = model_.TargetSeconds(n_ctx, n_tok) + model_.RpcSeconds();
   for (size_t p = 0; p < pools_.size(); ++p) {

@@ -48,6 +48,12 @@ class GoodputModel {
   Prefix BestPrefix(int32_t min_size, bool per_request) const;
   // Goodput of running only items[0, size) with k (k past `size` ignored).
   double PrefixGoodput(size_t size, absl::Span<const int32_t> k) const;
+  // Step time of items[0, size) when item i drafts depth[i] levels and sends verified[i]
+  // draft nodes (a chain: verified == depth; a tree: more nodes than levels). The target
+  // reads verified[i] + 1 tokens; drafting is costed as a chain of depth[i] (a tree drafter
+  // runs one forward per level too; its few extra tokens per forward are not modelled).
+  double PrefixStepSecondsFor(size_t size, absl::Span<const int32_t> depth,
+                              absl::Span<const int32_t> verified) const;
 
   size_t size() const { return items_.size(); }
 

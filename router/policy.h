@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "router/acceptance.h"
 #include "router/latency_model.h"
+#include "router/tree_acceptance.h"
 
 namespace splitspec::router {
 
@@ -24,6 +25,15 @@ namespace splitspec::router {
 // keeps its sessions as they are. Only requests with must_run == false may sit out (the
 // core runs the others with k = 0 if a policy tries).
 inline constexpr int32_t kSitOut = -1;
+
+// One request's proposal for a step: kSitOut, 0 (a plain decode), a chain of `depth` draft
+// tokens, or a tree of at most `nodes` nodes over `depth` levels (when nodes > depth).
+struct ProposalChoice {
+  int32_t depth = 0;
+  int32_t nodes = 0;  // <= depth: a chain of `depth`
+  bool tree() const { return depth > 0 && nodes > depth; }
+  static ProposalChoice Chain(int32_t k) { return {k, k}; }
+};
 
 struct PolicyRequest {
   spec::RequestId id = 0;
@@ -44,14 +54,16 @@ struct PolicyInput {
   int32_t max_k = 0;                    // V: the largest proposal the workers accept
   const LatencyModel* latency = nullptr;
   const AcceptanceTracker* acceptance = nullptr;
+  const TreeAcceptance* tree_acceptance = nullptr;  // per-depth acceptance of tree steps
 };
 
 struct RequestOutcome {
   spec::RequestId id = 0;
   std::string pool;
-  int32_t proposed = 0;          // draft tokens actually verified (0 = plain decode)
-  int32_t accepted = 0;          // of those accepted
+  int32_t proposed = 0;          // draft tokens (tree nodes) actually verified (0 = plain decode)
+  int32_t accepted = 0;          // of those accepted (the accepted path's depth for a tree)
   std::vector<int32_t> emitted;  // accepted drafts + the target's token
+  bool tree = false;             // the draft was a tree (not a chain)
 };
 
 struct StepOutcome {
@@ -69,6 +81,9 @@ class SpeculationPolicy {
   // One k per input request, same order. Values are clamped by the core afterwards;
   // kSitOut leaves a request out of this step (ignored when it must_run).
   virtual std::vector<int32_t> Decide(const PolicyInput& input) = 0;
+  // The step's proposals, one per input request; the core calls this one. The default makes
+  // a chain of each Decide() k; policies that build trees override it.
+  virtual std::vector<ProposalChoice> DecideProposals(const PolicyInput& input);
   virtual void Observe(const StepOutcome& outcome) { (void)outcome; }
   // Asked once per new request at admission: false marks it non-speculative for its whole
   // life (SmartSpec's prefill disabling: the drafter never sees it).
@@ -79,7 +94,8 @@ class SpeculationPolicy {
 };
 
 // Builds a policy from `--policy NAME` and the parsed `--policy-config` JSON (null or {} for
-// defaults). Names: none, static:K, smartspec, sglang-tiers, analytical, fsm, cache-fsm.
+// defaults). Names: none, static:K, static-tree:D:N, smartspec, sglang-tiers, analytical, fsm,
+// cache-fsm.
 // INVALID_ARGUMENT for an unknown name or a malformed config.
 absl::StatusOr<std::unique_ptr<SpeculationPolicy>> MakePolicy(const std::string& name,
                                                               const nlohmann::json& config);

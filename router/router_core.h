@@ -74,6 +74,7 @@ struct StepStats {
   int32_t drafted_tokens = 0;     // draft tokens actually verified
   int32_t accepted_tokens = 0;
   int32_t emitted_tokens = 0;
+  int32_t tree_requests = 0;      // requests whose verified draft was a tree
   double schedule_seconds = 0;    // admission + pool choice + policy
   double prefill_seconds = 0;     // wall time of the Prefill call (0 without one)
   double draft_seconds = 0;       // drafters' reported compute
@@ -251,6 +252,7 @@ class RouterCore {
   LatencyModel latency_;
   const Clock* const clock_;
   AcceptanceTracker tracker_;
+  TreeAcceptance tree_acceptance_;
 
   mutable Mutex mu_;
   CondVar work_cv_;  // signalled when waiting_/cancels_ gain entries

@@ -42,7 +42,8 @@ struct RouterCore::StepPlan {
   // The forwarded requests (FCFS order) and, per request, its k (clamped; 0 after a failed
   // Propose) and the draft to verify (empty: plain decode).
   std::vector<Active*> batch;
-  std::vector<int32_t> k;
+  std::vector<int32_t> k;      // depth: chain length, or a tree's levels
+  std::vector<int32_t> nodes;  // node budget: == k for a chain, > k for a tree
   std::vector<spec::DraftProposal> drafts;
   double draft_compute = 0;  // drafters' reported compute, summed over pools
   double verify_compute = 0;  // the slowest replica's reported compute

@@ -5,6 +5,7 @@
 //      move to another, router_failover.cc) -> ObserveStep (estimators, latency model,
 //      policy, metrics).
 #include <algorithm>
+#include <vector>
 #include <map>
 #include <utility>
 
@@ -17,32 +18,75 @@
 namespace splitspec::router {
 namespace {
 
-// A chain draft of at most `k` in-vocabulary tokens, well formed; anything else is dropped
-// (verified as a plain decode) rather than sent to fail at the verifier.
-bool ValidChainDraft(const spec::DraftProposal& d, int32_t k, int32_t vocab) {
+// Children per node the router asks a tree-building drafter for; the node budget and the
+// drafter's ranking decide how many it uses.
+constexpr int32_t kTreeBranching = 4;
+
+// A draft of at most `nodes` in-vocabulary nodes, none deeper than `depth`, well formed (parents
+// earlier, probs absent or one vocab row per node, scores absent or one in [0, 1] per node);
+// anything else is dropped (verified as a plain decode) rather than sent to fail at the
+// verifier.
+bool ValidDraft(const spec::DraftProposal& d, int32_t depth, int32_t nodes, int32_t vocab) {
   const size_t n = d.tokens.size();
-  if (static_cast<int32_t>(n) > k || d.parents.size() != n) return false;
+  if (static_cast<int32_t>(n) > std::max(depth, nodes) || d.parents.size() != n) return false;
+  std::vector<int32_t> node_depth(n, 0);
   for (size_t j = 0; j < n; ++j) {
-    if (d.parents[j] != static_cast<int32_t>(j) - 1) return false;
+    const int32_t parent = d.parents[j];
+    if (parent < -1 || parent >= static_cast<int32_t>(j)) return false;
+    node_depth[j] = parent < 0 ? 1 : node_depth[parent] + 1;
+    if (node_depth[j] > depth) return false;
     if (d.tokens[j] < 0 || (vocab > 0 && d.tokens[j] >= vocab)) return false;
   }
   if (!d.probs.empty() && (vocab <= 0 || d.probs.size() != n * static_cast<size_t>(vocab))) {
     return false;
   }
+  if (!d.scores.empty()) {
+    if (d.scores.size() != n) return false;
+    for (float s : d.scores) {
+      if (!(s >= 0.0f && s <= 1.0f)) return false;
+    }
+  }
   return true;
 }
 
-// A verifier result the router can apply: accepted tokens are a prefix of the draft, followed
-// by exactly one in-vocabulary token.
+bool IsChain(const spec::DraftProposal& d) {
+  for (size_t j = 0; j < d.parents.size(); ++j) {
+    if (d.parents[j] != static_cast<int32_t>(j) - 1) return false;
+  }
+  return true;
+}
+
+// The draft nodes the accepted tokens walk down from the root (each a child of the previous
+// one carrying the next accepted token); fewer than `accepted` when the tokens leave the tree.
+std::vector<int32_t> AcceptedPath(const spec::DraftProposal& d, absl::Span<const int32_t> accepted) {
+  std::vector<int32_t> path;
+  int32_t at = -1;
+  for (int32_t token : accepted) {
+    int32_t next = -1;
+    for (size_t j = 0; j < d.tokens.size() && next < 0; ++j) {
+      if (d.parents[j] == at && d.tokens[j] == token) next = static_cast<int32_t>(j);
+    }
+    if (next < 0) break;
+    path.push_back(next);
+    at = next;
+  }
+  return path;
+}
+
+bool HasChildren(const spec::DraftProposal& d, int32_t node) {
+  return std::find(d.parents.begin(), d.parents.end(), node) != d.parents.end();
+}
+
+// A verifier result the router can apply: accepted tokens follow a root-to-node path of the
+// draft, followed by exactly one in-vocabulary token.
 bool ValidVerifyResult(const spec::VerifyResult& v, const spec::DraftProposal& d, int32_t vocab) {
   if (v.tokens.empty() || v.accept_length < 0 ||
       v.accept_length > static_cast<int32_t>(d.tokens.size()) ||
       static_cast<int32_t>(v.tokens.size()) != v.accept_length + 1) {
     return false;
   }
-  for (int32_t j = 0; j < v.accept_length; ++j) {
-    if (v.tokens[j] != d.tokens[j]) return false;
-  }
+  const absl::Span<const int32_t> accepted(v.tokens.data(), static_cast<size_t>(v.accept_length));
+  if (static_cast<int32_t>(AcceptedPath(d, accepted).size()) != v.accept_length) return false;
   for (int32_t t : v.tokens) {
     if (t < 0 || (vocab > 0 && t >= vocab)) return false;
   }
@@ -108,6 +152,7 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
   input.max_k = plan->max_k;
   input.latency = &latency_;
   input.acceptance = &tracker_;
+  input.tree_acceptance = &tree_acceptance_;
   input.requests.reserve(n);
   std::vector<int32_t> useful(n, 0);
   for (size_t i = 0; i < n; ++i) {
@@ -125,14 +170,14 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
     p.must_run = r->sat_out_steps >= std::max(options_.max_sit_out_steps, 0);
     input.requests.push_back(std::move(p));
   }
-  std::vector<int32_t> decided = policy_->Decide(input);
-  decided.resize(n, 0);
+  std::vector<ProposalChoice> decided = policy_->DecideProposals(input);
+  decided.resize(n, ProposalChoice{});
 
   // Who runs: a request sits out only when the policy says so and it may (router_core.h); at
   // least one request runs.
   std::vector<size_t> run;
   for (size_t i = 0; i < n; ++i) {
-    if (decided[i] >= 0 || input.requests[i].must_run) run.push_back(i);
+    if (decided[i].depth >= 0 || input.requests[i].must_run) run.push_back(i);
   }
   if (run.empty()) run.push_back(0);
   for (size_t j = 0, i = 0; i < n; ++i) {
@@ -140,7 +185,16 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
       ++j;
       ready[i]->sat_out_steps = 0;
       plan->batch.push_back(ready[i]);
-      plan->k.push_back(std::clamp(decided[i], 0, useful[i]));
+      const int32_t depth = std::clamp(decided[i].depth, 0, useful[i]);
+      plan->k.push_back(depth);
+      // A tree's nodes all sit in the verifier's KV during the step: the context bounds them.
+      int32_t nodes = depth;
+      if (decided[i].tree() && depth > 0) {
+        int32_t room = plan->max_k;
+        if (max_context_ > 0) room = std::min(room, max_context_ - static_cast<int32_t>(ready[i]->history.size()));
+        nodes = std::max(depth, std::min(decided[i].nodes, room));
+      }
+      plan->nodes.push_back(nodes);
     } else {
       ++ready[i]->sat_out_steps;
       ++stats->sat_out;
@@ -186,7 +240,9 @@ void RouterCore::DraftForPool(const std::string& pool, const std::vector<size_t>
     item.new_tokens.assign(r->history.begin() + known, r->history.end());
     catch_up_tokens += static_cast<double>(item.new_tokens.size());
     item.shape.depth = plan->k[i];
-    item.shape.branching = 1;
+    const bool tree = plan->nodes[i] > plan->k[i];
+    item.shape.branching = tree ? kTreeBranching : 1;
+    item.shape.max_nodes = tree ? plan->nodes[i] : 0;
     item.sampling = r->request.sampling;
     items.push_back(std::move(item));
     ctx.push_back(static_cast<int32_t>(r->history.size()));
@@ -208,6 +264,7 @@ void RouterCore::DraftForPool(const std::string& pool, const std::vector<size_t>
     for (size_t i : members) {
       plan->batch[i]->known[pool] = 0;
       plan->k[i] = 0;
+      plan->nodes[i] = 0;
     }
     plan->rpc_excess += wall;
     return;
@@ -224,10 +281,11 @@ void RouterCore::DraftForPool(const std::string& pool, const std::vector<size_t>
       // This item only: no draft, and its drafter session is resent in full next time.
       r->known[pool] = 0;
       plan->k[i] = 0;
+      plan->nodes[i] = 0;
       continue;
     }
     r->known[pool] = static_cast<int32_t>(r->history.size());
-    if (ValidChainDraft(it->second->draft, plan->k[i], plan->vocab)) {
+    if (ValidDraft(it->second->draft, plan->k[i], plan->nodes[i], plan->vocab)) {
       plan->drafts[i] = std::move(it->second->draft);
     }
   }
@@ -328,6 +386,14 @@ StepOutcome RouterCore::ApplyResults(const StepPlan& plan, std::vector<ReplicaCa
       o.proposed = drafted;
       o.accepted = v->accept_length;
       o.emitted = v->tokens;
+      o.tree = drafted > 0 && !IsChain(d);
+      if (o.tree) {
+        const std::vector<int32_t> path =
+            AcceptedPath(d, absl::MakeConstSpan(v->tokens.data(), static_cast<size_t>(v->accept_length)));
+        tree_acceptance_.Observe(r->pool, plan.k[i], plan.nodes[i], v->accept_length,
+                                 HasChildren(d, path.empty() ? -1 : path.back()));
+        ++stats->tree_requests;
+      }
       const int32_t before = r->usage.completion_tokens;
       AppendTokens(*r, v->tokens, &e);
       stats->emitted_tokens += r->usage.completion_tokens - before;
@@ -352,7 +418,9 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
   if (!any_verified) return;  // nothing was learnt: every replica of the step failed
   std::vector<AcceptanceTracker::Observation> observations;
   for (const RequestOutcome& o : outcome.requests) {
-    if (o.proposed > 0) observations.push_back({o.id, o.pool, {o.proposed, o.accepted}});
+    // Trees feed their own per-depth estimates (ApplyResults); a tree's node count is not a
+    // chain's length, so it would bias the per-token estimates.
+    if (o.proposed > 0 && !o.tree) observations.push_back({o.id, o.pool, {o.proposed, o.accepted}});
   }
   if (plan.rpcs > 0) latency_.ObserveRpcOverhead(plan.rpc_excess / plan.rpcs);
   tracker_.ObserveStep(observations);

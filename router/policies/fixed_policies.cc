@@ -1,4 +1,5 @@
-// `none` and `static:K`: the baselines.
+// `none`, `static:K` and `static-tree:D:N`: the baselines; and the default DecideProposals
+// (a chain of each Decide k).
 #include "router/policies/policies.h"
 
 namespace splitspec::router {
@@ -11,6 +12,26 @@ std::vector<int32_t> StaticPolicy::Decide(const PolicyInput& input) {
   std::vector<int32_t> k(input.requests.size(), 0);
   for (size_t i = 0; i < k.size(); ++i) k[i] = input.requests[i].speculative ? k_ : 0;
   return k;
+}
+
+std::vector<int32_t> StaticTreePolicy::Decide(const PolicyInput& input) {
+  std::vector<int32_t> k(input.requests.size(), 0);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = input.requests[i].speculative ? depth_ : 0;
+  return k;
+}
+
+std::vector<ProposalChoice> StaticTreePolicy::DecideProposals(const PolicyInput& input) {
+  std::vector<ProposalChoice> choices(input.requests.size());
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (input.requests[i].speculative) choices[i] = ProposalChoice{depth_, nodes_};
+  }
+  return choices;
+}
+
+std::vector<ProposalChoice> SpeculationPolicy::DecideProposals(const PolicyInput& input) {
+  std::vector<ProposalChoice> choices;
+  for (int32_t k : Decide(input)) choices.push_back(ProposalChoice::Chain(k));
+  return choices;
 }
 
 }  // namespace splitspec::router

@@ -35,13 +35,35 @@ class StaticPolicy : public SpeculationPolicy {
   int32_t k_;
 };
 
+// `static-tree:D:N`: a tree of at most N nodes over D levels for every speculative request
+// (N <= D is a chain of D).
+class StaticTreePolicy : public SpeculationPolicy {
+ public:
+  StaticTreePolicy(int32_t depth, int32_t nodes) : depth_(depth), nodes_(nodes) {}
+  std::string Name() const override {
+    return "static-tree:" + std::to_string(depth_) + ":" + std::to_string(nodes_);
+  }
+  std::vector<int32_t> Decide(const PolicyInput& input) override;
+  std::vector<ProposalChoice> DecideProposals(const PolicyInput& input) override;
+  nlohmann::json Describe() const override { return {{"depth", depth_}, {"nodes", nodes_}}; }
+
+ private:
+  int32_t depth_;
+  int32_t nodes_;
+};
+
 // `smartspec`: maximise estimated goodput (router/goodput.h) each step over SmartSpec's
 // candidate batches, the FCFS prefixes of the running batch (router/candidate_batches.h):
 // requests past the chosen prefix sit out the step; prefixes that would leave out a request
 // the core marks must_run are not candidates.
 // Config: {"granularity": "batch" | "request" (default batch), "max_k": V (default 8),
 //          "prefill_disable_threshold": 0.7, "prefill_window": 32,
-//          "prefix_search": true (false: always the whole batch)}
+//          "prefix_search": true (false: always the whole batch),
+//          "trees": true, "max_tree_nodes": 32}
+// Trees: after the chain decision, each speculative request in turn switches to the tree
+// shape (depth D, N nodes) that most raises the batch's goodput, if any does: its expected
+// tokens from the per-depth tree estimates (router/tree_acceptance.h), its cost N + 1
+// verified tokens (see tree_shapes in the .cc for the shapes tried).
 // Prefill disabling: when, in more than the threshold of the last `prefill_window` steps,
 // goodput would have proposed nothing even with every request of the batch speculative
 // (pool estimates), new requests are admitted non-speculative. Judging the counterfactual
@@ -54,10 +76,13 @@ class SmartSpecPolicy : public SpeculationPolicy {
     double prefill_disable_threshold = 0.7;
     int32_t prefill_window = 32;
     bool prefix_search = true;
+    bool trees = true;
+    int32_t max_tree_nodes = 32;
   };
   explicit SmartSpecPolicy(Config config) : config_(config) {}
   std::string Name() const override { return "smartspec"; }
   std::vector<int32_t> Decide(const PolicyInput& input) override;
+  std::vector<ProposalChoice> DecideProposals(const PolicyInput& input) override;
   bool SpeculateNewRequest() override;
   nlohmann::json Describe() const override;
   double ZeroFraction() const;
@@ -69,6 +94,8 @@ class SmartSpecPolicy : public SpeculationPolicy {
   int64_t disabled_prefills_ = 0;
   int64_t short_prefix_steps_ = 0;  // steps that ran a proper prefix of the batch
   int64_t sat_out_ = 0;             // request-steps left out
+  int64_t tree_choices_ = 0;        // request-steps given a tree
+  std::map<std::string, int64_t> shape_histogram_;  // "D:N" of the trees chosen
 };
 
 // `sglang-tiers`: SGLang's adaptive steps. EMA (ema_alpha) of the batch-average number of

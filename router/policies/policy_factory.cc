@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "router/policies/policies.h"
 
 namespace splitspec::router {
@@ -39,6 +40,11 @@ absl::StatusOr<std::unique_ptr<SpeculationPolicy>> MakeSmartSpec(const nlohmann:
   SPLITSPEC_READ("prefill_disable_threshold", c.prefill_disable_threshold);
   SPLITSPEC_READ("prefill_window", c.prefill_window);
   SPLITSPEC_READ("prefix_search", c.prefix_search);
+  SPLITSPEC_READ("trees", c.trees);
+  SPLITSPEC_READ("max_tree_nodes", c.max_tree_nodes);
+  if (c.max_tree_nodes < 2 || c.max_tree_nodes > 256) {
+    return absl::InvalidArgumentError("smartspec: max_tree_nodes in [2, 256]");
+  }
   if (c.max_k < 0 || c.prefill_window < 1 ||
       !(c.prefill_disable_threshold >= 0 && c.prefill_disable_threshold <= 1)) {
     return absl::InvalidArgumentError(
@@ -112,6 +118,16 @@ absl::StatusOr<std::unique_ptr<SpeculationPolicy>> MakePolicy(const std::string&
     }
     return std::unique_ptr<SpeculationPolicy>(new StaticPolicy(k));
   }
+  if (absl::StartsWith(name, "static-tree:")) {
+    const std::vector<std::string> parts = absl::StrSplit(name.substr(12), ':');
+    int32_t depth = 0, nodes = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &depth) || !absl::SimpleAtoi(parts[1], &nodes) ||
+        depth < 1 || depth > 64 || nodes < 1 || nodes > 256) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad policy '", name, "': expected static-tree:D:N with 1 <= D <= 64 levels and 1 <= N <= 256 nodes"));
+    }
+    return std::unique_ptr<SpeculationPolicy>(new StaticTreePolicy(depth, nodes));
+  }
   if (name == "smartspec") return MakeSmartSpec(config);
   if (name == "sglang-tiers") return MakeTiers(config);
   if (name == "analytical") return MakeAnalytical(config);
@@ -119,7 +135,7 @@ absl::StatusOr<std::unique_ptr<SpeculationPolicy>> MakePolicy(const std::string&
   if (name == "cache-fsm") return MakeFsm(config, true);
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown policy '", name,
-      "' (none, static:K, smartspec, sglang-tiers, analytical, fsm, cache-fsm)"));
+      "' (none, static:K, static-tree:D:N, smartspec, sglang-tiers, analytical, fsm, cache-fsm)"));
 }
 
 absl::StatusOr<nlohmann::json> LoadJsonFile(const std::string& path) {

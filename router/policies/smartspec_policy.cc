@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "router/candidate_batches.h"
+#include "router/expected_length.h"
 #include "router/goodput.h"
 #include "router/policies/policies.h"
 
@@ -78,6 +79,87 @@ double SmartSpecPolicy::ZeroFraction() const {
   return static_cast<double>(zeros) / proposed_nothing_.size();
 }
 
+namespace {
+
+// The tree shapes tried per request: D levels with 2D, 3D or 4D nodes (widths 2-4), and a
+// single level of 2-4 siblings, within the node cap.
+std::vector<ProposalChoice> TreeShapes(int32_t max_depth, int32_t max_nodes) {
+  std::vector<ProposalChoice> shapes;
+  for (int32_t width = 2; width <= 4; ++width) {
+    for (int32_t depth = 1; depth <= max_depth; ++depth) {
+      if (depth * width <= max_nodes) shapes.push_back({depth, depth * width});
+    }
+  }
+  return shapes;
+}
+
+}  // namespace
+
+std::vector<ProposalChoice> SmartSpecPolicy::DecideProposals(const PolicyInput& input) {
+  const std::vector<int32_t> k = Decide(input);
+  std::vector<ProposalChoice> choices;
+  for (int32_t x : k) choices.push_back(ProposalChoice::Chain(x));
+  if (!config_.trees || input.tree_acceptance == nullptr || input.requests.empty()) return choices;
+  const int32_t max_nodes = std::min(config_.max_tree_nodes, input.max_k);
+  const int32_t max_depth = std::min(config_.max_k, input.max_k);
+  const std::vector<ProposalChoice> shapes = TreeShapes(max_depth, max_nodes);
+  if (shapes.empty()) return choices;
+
+  const LatencyModel fallback;
+  const LatencyModel& model = input.latency != nullptr ? *input.latency : fallback;
+  std::vector<GoodputItem> items;
+  size_t run = 0;
+  for (size_t i = 0; i < input.requests.size(); ++i) {
+    const PolicyRequest& r = input.requests[i];
+    items.push_back(GoodputItem{r.context_tokens, r.acceptance, r.pool, r.speculative});
+    if (k[i] != kSitOut) run = i + 1;
+  }
+  GoodputModel goodput(model, items, max_depth);
+  // Per item: levels drafted, nodes verified, expected tokens; sitting-out items count nothing.
+  std::vector<int32_t> depth(run, 0), verified(run, 0);
+  std::vector<double> tokens(run, 0.0);
+  for (size_t i = 0; i < run; ++i) {
+    if (k[i] == kSitOut) continue;
+    depth[i] = verified[i] = k[i];
+    tokens[i] = ExpectedChainLength(input.requests[i].acceptance, k[i]);
+  }
+  auto goodput_of = [&]() {
+    double total = 0;
+    for (double t : tokens) total += t;
+    const double seconds = goodput.PrefixStepSecondsFor(run, depth, verified);
+    return seconds > 0 ? total / seconds : 0.0;
+  };
+  double best = goodput_of();
+  for (size_t i = 0; i < run; ++i) {
+    const PolicyRequest& r = input.requests[i];
+    if (k[i] == kSitOut || !r.speculative || r.max_useful_k <= 0) continue;
+    const int32_t chain_depth = depth[i], chain_verified = verified[i];
+    const double chain_tokens = tokens[i];
+    ProposalChoice chosen = choices[i];
+    for (const ProposalChoice& shape : shapes) {
+      if (shape.depth > r.max_useful_k) continue;
+      depth[i] = shape.depth;
+      verified[i] = shape.nodes;
+      tokens[i] = input.tree_acceptance->ExpectedLength(r.pool, shape.depth, shape.nodes, r.acceptance);
+      const double g = goodput_of();
+      if (g > best * (1.0 + 1e-9)) {
+        best = g;
+        chosen = shape;
+      }
+    }
+    choices[i] = chosen;
+    depth[i] = chosen.tree() ? chosen.depth : chain_depth;
+    verified[i] = chosen.tree() ? chosen.nodes : chain_verified;
+    tokens[i] = chosen.tree() ? input.tree_acceptance->ExpectedLength(r.pool, chosen.depth, chosen.nodes, r.acceptance)
+                              : chain_tokens;
+    if (chosen.tree()) {
+      ++tree_choices_;
+      ++shape_histogram_[std::to_string(chosen.depth) + ":" + std::to_string(chosen.nodes)];
+    }
+  }
+  return choices;
+}
+
 bool SmartSpecPolicy::SpeculateNewRequest() {
   const bool speculate = ZeroFraction() <= config_.prefill_disable_threshold;
   if (!speculate) ++disabled_prefills_;
@@ -95,7 +177,11 @@ nlohmann::json SmartSpecPolicy::Describe() const {
           {"prefix_search", config_.prefix_search},
           {"short_prefix_steps", short_prefix_steps_},
           {"sat_out_request_steps", sat_out_},
-          {"k_histogram", hist}};
+          {"k_histogram", hist},
+          {"trees", config_.trees},
+          {"max_tree_nodes", config_.max_tree_nodes},
+          {"tree_request_steps", tree_choices_},
+          {"tree_shape_histogram", shape_histogram_}};
 }
 
 }  // namespace splitspec::router

@@ -97,9 +97,13 @@ TEST_F(ServicesTest, GreedyOutputEqualsPlainEngineForEveryPolicyAndProposer) {
   for (int k = 1; k <= 5; ++k) {
     for (const char* pool : {"model", "ngram"}) configs.push_back({"static:" + std::to_string(k), pool});
   }
+  // Trees: one level of siblings, narrow and wide trees, and smartspec choosing per request.
+  for (const char* policy : {"static-tree:1:3", "static-tree:3:8", "static-tree:4:16", "smartspec"}) {
+    for (const char* pool : {"model", "ngram"}) configs.push_back({policy, pool});
+  }
   for (const Config& config : configs) {
     const std::string& router = cluster.Router(config.policy);
-    int64_t drafted = 0;
+    int64_t drafted = 0, steps = 0;
     for (size_t p = 0; p < prompts.size(); ++p) {
       v1::GenerateRequest request = TokenRequest(prompts[p], kMaxTokens, config.pool);
       if (p == 3) {  // the text prompt goes in as text, tokenized by the router
@@ -113,6 +117,12 @@ TEST_F(ServicesTest, GreedyOutputEqualsPlainEngineForEveryPolicyAndProposer) {
       EXPECT_EQ(out.final.usage().prompt_tokens(), static_cast<int32_t>(prompts[p].size()));
       EXPECT_LE(out.final.usage().accepted_tokens(), out.final.usage().drafted_tokens());
       drafted += out.final.usage().drafted_tokens();
+      steps += out.final.usage().steps();
+    }
+    // A tree's drafts are wider than its depth: the draft model fills the 16-node budget
+    // over 4 levels, so more than 4 nodes per step are verified on average.
+    if (config.policy == "static-tree:4:16" && config.pool == "model") {
+      EXPECT_GT(drafted, 4 * steps) << "no trees were verified";
     }
     if (config.policy == "none") {
       EXPECT_EQ(drafted, 0);
@@ -122,8 +132,9 @@ TEST_F(ServicesTest, GreedyOutputEqualsPlainEngineForEveryPolicyAndProposer) {
   }
 }
 
+// Concurrent streams share steps: with smartspec a step mixes chains, trees and plain decodes
+// (and the model and n-gram pools); every output still equals the target alone.
 TEST_F(ServicesTest, SixteenConcurrentStreamsCompleteWithCorrectOutputs) {
-  const std::string& router = Cluster::Get().Router("static:3");
   constexpr int kRequests = 16;
   std::vector<std::vector<int32_t>> prompts(kRequests);
   std::vector<int> lengths(kRequests);
@@ -131,17 +142,20 @@ TEST_F(ServicesTest, SixteenConcurrentStreamsCompleteWithCorrectOutputs) {
     prompts[i] = {1, 10 + i, 20 + 2 * i, 7, 10 + i, 20 + 2 * i};
     lengths[i] = 6 + 3 * i;
   }
-  std::vector<Generated> outputs(kRequests);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kRequests; ++i) {
-    threads.emplace_back([&, i] {
-      outputs[i] = Generate(router, TokenRequest(prompts[i], lengths[i], i % 2 ? "ngram" : "model"));
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (int i = 0; i < kRequests; ++i) {
-    ASSERT_TRUE(outputs[i].status.ok()) << i << ": " << outputs[i].status.error_message();
-    EXPECT_EQ(outputs[i].tokens, Reference(prompts[i], lengths[i])) << "request " << i;
+  for (const char* policy : {"static:3", "static-tree:3:8", "smartspec"}) {
+    const std::string& router = Cluster::Get().Router(policy);
+    std::vector<Generated> outputs(kRequests);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kRequests; ++i) {
+      threads.emplace_back([&, i] {
+        outputs[i] = Generate(router, TokenRequest(prompts[i], lengths[i], i % 2 ? "ngram" : "model"));
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int i = 0; i < kRequests; ++i) {
+      ASSERT_TRUE(outputs[i].status.ok()) << policy << " " << i << ": " << outputs[i].status.error_message();
+      EXPECT_EQ(outputs[i].tokens, Reference(prompts[i], lengths[i])) << policy << " request " << i;
+    }
   }
 }
 

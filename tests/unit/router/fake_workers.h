@@ -10,6 +10,7 @@
 #define SPLITSPEC_TESTS_UNIT_ROUTER_FAKE_WORKERS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -79,6 +80,7 @@ class FakeVerifier : public VerifierClient {
         return absl::InvalidArgumentError("unknown session");
       }
       const auto& d = item.draft;
+      if (!d.tokens.empty()) saw_draft_ids.insert(item.id);
       if (max_context > 0 &&
           static_cast<int32_t>(it->second.kv.size() + 1 + d.tokens.size()) > max_context) {
         spec::VerifyResult refused;
@@ -164,6 +166,7 @@ class FakeVerifier : public VerifierClient {
   int out_of_range_items = 0;
   int prefill_calls = 0;
   int verify_calls = 0;
+  std::set<spec::RequestId> saw_draft_ids;  // requests verified with a non-empty draft
 };
 
 // Proposes each token right with probability `accuracy` (a fixed hash decides, so runs are
@@ -222,6 +225,8 @@ class FakeDrafter : public DrafterClient {
         cur.push_back(t);
         ++tokens_proposed;
       }
+      auto spoil = spoil_drafts.find(item.id);
+      if (spoil != spoil_drafts.end()) spoil->second(res.draft);
       resp.results.push_back(std::move(res));
     }
     return resp;
@@ -251,6 +256,8 @@ class FakeDrafter : public DrafterClient {
   int failures_left = 0;
   bool down = false;  // Propose fails, as with a killed process
   std::set<spec::RequestId> refuse_ids;  // answered FAILED_PRECONDITION per item
+  // Rewrites the draft returned for a request (malformed trees and the like).
+  std::map<spec::RequestId, std::function<void(spec::DraftProposal&)>> spoil_drafts;
   int calls = 0;
   int64_t tokens_proposed = 0;
 

@@ -1,6 +1,7 @@
 // RouterCore with workers that refuse single items of a batch: only the refused request
 // ends (with the worker's code), its batch-mates finish with their solo outputs; the model's
 // context limit is enforced at submission and ends a request with kLength when reached.
+#include <functional>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -84,6 +85,40 @@ TEST(PerItemErrorsTest, RefusedDraftItemDecodesPlainAndResendsItsHistory) {
   EXPECT_EQ(h.out[*odd].final_event.finish_reason, FinishReason::kLength);
   EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
   ExpectNormalsUnaffected(h, normals, 30);
+}
+
+// A malformed draft tree (a cycle, more nodes than asked, a level too deep, a token outside
+// the vocabulary, probabilities of the wrong shape, a score outside [0, 1]) costs only that
+// request its draft: it decodes plainly that step and still produces the target's output.
+TEST(PerItemErrorsTest, MalformedDraftTreeIsDroppedForThatRequestOnly) {
+  const std::vector<std::function<void(spec::DraftProposal&)>> spoilers = {
+      [](spec::DraftProposal& d) { d.parents.back() = static_cast<int32_t>(d.parents.size()) - 1; },
+      [](spec::DraftProposal& d) {
+        d.tokens.insert(d.tokens.end(), {1, 2, 3, 4});
+        d.parents.insert(d.parents.end(), {-1, -1, -1, -1});
+      },
+      [](spec::DraftProposal& d) {
+        d.tokens.push_back(1);
+        d.parents.push_back(static_cast<int32_t>(d.parents.size()) - 1);
+      },
+      [](spec::DraftProposal& d) { d.tokens[0] = kFakeVocab; },
+      [](spec::DraftProposal& d) { d.probs.assign(3, 0.5f); },
+      [](spec::DraftProposal& d) { d.scores.assign(d.tokens.size(), 1.5f); },
+  };
+  for (size_t s = 0; s < spoilers.size(); ++s) {
+    Harness h("static:3");
+    ASSERT_TRUE(h.core->Init().ok());
+    std::vector<RequestId> normals = SubmitNormals(h, 24);
+    auto odd = h.Submit(Prompt(7, 9), 24);
+    ASSERT_TRUE(odd.ok());
+    h.drafters[0]->spoil_drafts[*odd] = spoilers[s];
+    h.RunUntilIdle();
+    EXPECT_EQ(h.out[*odd].tokens, ReferenceGeneration(Prompt(7, 9), 24)) << "spoiler " << s;
+    EXPECT_EQ(h.out[*odd].final_event.finish_reason, FinishReason::kLength) << "spoiler " << s;
+    EXPECT_FALSE(h.verifier.saw_draft_ids.count(*odd)) << "spoiler " << s << ": a bad draft reached the verifier";
+    EXPECT_TRUE(h.verifier.saw_draft_ids.count(normals[0])) << "spoiler " << s;
+    ExpectNormalsUnaffected(h, normals, 24);
+  }
 }
 
 TEST(ContextLimitTest, PromptThatCannotFitIsInvalidAtSubmission) {

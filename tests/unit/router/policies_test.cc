@@ -227,6 +227,49 @@ TEST(PolicyFactoryTest, NamesAndErrors) {
   EXPECT_EQ((*tiers)->Describe()["speculative_num_steps"], 5);
 }
 
+TEST(StaticTreePolicyTest, ParsesAndAsksEverySpeculativeRequestForTheTree) {
+  auto p = MakePolicy("static-tree:3:8", {});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->Name(), "static-tree:3:8");
+  PolicyInput in = Batch(3);
+  in.requests[1].speculative = false;
+  const std::vector<ProposalChoice> c = (*p)->DecideProposals(in);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_TRUE(c[0].tree());
+  EXPECT_EQ(c[0].depth, 3);
+  EXPECT_EQ(c[0].nodes, 8);
+  EXPECT_EQ(c[1].depth, 0);
+  for (const char* bad : {"static-tree:3", "static-tree:0:8", "static-tree:3:x", "static-tree:3:8:1",
+                          "static-tree:3:1000"}) {
+    EXPECT_FALSE(MakePolicy(bad, {}).ok()) << bad;
+  }
+  EXPECT_FALSE(MakePolicy("smartspec", {{"max_tree_nodes", 1}}).ok());
+}
+
+// With a cheap verifier (verified tokens almost free) and per-depth estimates showing a
+// tree catches far more than a chain, smartspec switches requests to trees; with trees off it
+// keeps chains.
+TEST(SmartSpecTreesTest, ChoosesTreesWhenTheyPayAndChainsWhenOff) {
+  LatencyModel latency;
+  latency.set_target(ForwardCoefficients{0.0, 1e-6, 0.01});
+  TreeAcceptance trees;
+  for (int i = 0; i < 200; ++i) {
+    for (int nodes : {8, 12, 16}) trees.Observe("p", 4, nodes, 4, true);
+  }
+  PolicyInput in = Batch(2);
+  for (PolicyRequest& r : in.requests) {
+    r.pool = "p";
+    r.acceptance = 0.3;
+  }
+  in.latency = &latency;
+  in.tree_acceptance = &trees;
+  auto on = MakePolicy("smartspec", {});
+  auto off = MakePolicy("smartspec", {{"trees", false}});
+  ASSERT_TRUE(on.ok() && off.ok());
+  for (const ProposalChoice& c : (*on)->DecideProposals(in)) EXPECT_TRUE(c.tree()) << c.depth << ":" << c.nodes;
+  for (const ProposalChoice& c : (*off)->DecideProposals(in)) EXPECT_FALSE(c.tree());
+}
+
 TEST(StaticPolicyTest, NonSpeculativeRequestsGetZero) {
   StaticPolicy p(4);
   PolicyInput in = Batch(3);

@@ -79,6 +79,7 @@ struct Sample {
 struct RunStats {
   std::vector<Sample> samples;
   int64_t steps = 0, drafted_steps = 0, accepted = 0;
+  int64_t siblings = 0;  // depth-1 draft nodes beyond the first (trees only)
 };
 
 std::unique_ptr<VerifierCore> MakeVerifier() {
@@ -113,8 +114,25 @@ std::unique_ptr<drafter::DrafterCore> MakeNgramDrafter() {
 // Runs n_samples requests (seeds 1..n_samples) through prefill and speculative steps of
 // chain depth k until each has two tokens after t0. Returns an empty sample list on failure
 // (after recording it with ADD_FAILURE).
+spec::ProposalShape Chain(int32_t k) { return spec::ProposalShape{k, 1, 0}; }
+
+// Rewrites every sampled draft node's q row to its parent's undivided q (the first sibling's
+// row): the wrong treatment of siblings drawn without replacement, for the negative control.
+void ForgetWithoutReplacement(spec::DraftProposal& draft, int32_t vocab) {
+  if (draft.probs.empty()) return;
+  for (size_t j = 1; j < draft.tokens.size(); ++j) {
+    for (size_t first = 0; first < j; ++first) {
+      if (draft.parents[first] != draft.parents[j]) continue;
+      std::copy_n(draft.probs.begin() + static_cast<std::ptrdiff_t>(first * vocab), vocab,
+                  draft.probs.begin() + static_cast<std::ptrdiff_t>(j * vocab));
+      break;
+    }
+  }
+}
+
 RunStats RunSpeculative(drafter::DrafterCore& drafter, VerifierCore& verifier, const std::vector<int32_t>& prompt,
-                        const engine::SamplingParams& params, int32_t k, int n_samples) {
+                        const engine::SamplingParams& params, const spec::ProposalShape& shape, int n_samples,
+                        bool wrong_siblings = false) {
   RunStats stats;
   for (int first = 0; first < n_samples; first += kBatch) {
     const int n = std::min(kBatch, n_samples - first);
@@ -149,7 +167,7 @@ RunStats RunSpeculative(drafter::DrafterCore& drafter, VerifierCore& verifier, c
         item.id = ids[i];
         item.known_length = static_cast<int32_t>(known[i]);
         item.new_tokens.assign(histories[i].begin() + static_cast<std::ptrdiff_t>(known[i]), histories[i].end());
-        item.shape.depth = k;
+        item.shape = shape;
         item.sampling = prefill[i].sampling;
         propose.push_back(std::move(item));
       }
@@ -163,6 +181,8 @@ RunStats RunSpeculative(drafter::DrafterCore& drafter, VerifierCore& verifier, c
         const int i = running[r];
         known[i] = histories[i].size();
         spec::DraftProposal& draft = proposed->results[r].draft;
+        if (wrong_siblings) ForgetWithoutReplacement(draft, kVocab);
+        for (size_t j = 0; j < draft.tokens.size(); ++j) stats.siblings += draft.parents[j] == -1 && j > 0;
         if (first_draft[i] == -2) first_draft[i] = draft.tokens.empty() ? -1 : draft.tokens[0];
         ++stats.steps;
         if (!draft.tokens.empty()) ++stats.drafted_steps;
@@ -279,7 +299,7 @@ TEST(SampledDistributionTest, DraftModelChainMatchesTargetAtTemperatureOne) {
   ASSERT_NE(drafter, nullptr);
   const std::vector<int32_t> prompt = DraftModelPrompt();
   const engine::SamplingParams params = Temperature(1.0f);
-  const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, /*k=*/3, kSamples);
+  const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, Chain(3), kSamples);
   ASSERT_EQ(stats.samples.size(), static_cast<size_t>(kSamples));
   // Every step drafted, and enough drafts were accepted that both the accept and the reject
   // branches of rejection sampling shaped the output.
@@ -302,6 +322,55 @@ TEST(SampledDistributionTest, DraftModelChainMatchesTargetAtTemperatureOne) {
   EXPECT_LT(control, kChiSquareMinPValue);
 }
 
+// Sampled trees (drafter/tree_growth.h: siblings drawn without replacement, each carrying the
+// q it was drawn from): the same test as the chain's, at the same sample count.
+TEST(SampledDistributionTest, DraftModelTreeMatchesTargetAtTemperatureOne) {
+  auto verifier = MakeVerifier();
+  auto drafter = MakeDraftModelDrafter();
+  ASSERT_NE(verifier, nullptr);
+  ASSERT_NE(drafter, nullptr);
+  const std::vector<int32_t> prompt = DraftModelPrompt();
+  const engine::SamplingParams params = Temperature(1.0f);
+  const spec::ProposalShape tree{/*depth=*/3, /*branching=*/3, /*max_nodes=*/8};
+  const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, tree, kSamples);
+  ASSERT_EQ(stats.samples.size(), static_cast<size_t>(kSamples));
+  EXPECT_EQ(stats.drafted_steps, stats.steps);
+  EXPECT_GT(stats.siblings, stats.steps);  // the first level has several siblings
+  EXPECT_GT(stats.accepted, stats.steps / 10);
+  const Expected expected = ExactTargetDistributions(prompt, stats.samples, params);
+  const double p1 = PValue(stats.samples, expected.t1, &Sample::t1);
+  const double p2 = PValue(stats.samples, expected.t2, &Sample::t2);
+  std::printf("draft model tree 3 levels / 8 nodes, T=1: %.2f accepted/step, p(t1)=%.3g p(t2)=%.3g\n",
+              static_cast<double>(stats.accepted) / stats.steps, p1, p2);
+  EXPECT_GT(p1, kChiSquareMinPValue);
+  EXPECT_GT(p2, kChiSquareMinPValue);
+}
+
+// Negative control for the sibling treatment: at a temperature where the first sibling takes
+// much of q, the same trees with every sibling verified against its parent's undivided q (as
+// if drawn with replacement) must fail the test that the right rows pass.
+TEST(SampledDistributionTest, TreeSiblingsVerifiedAgainstTheWrongQFailTheTest) {
+  auto verifier = MakeVerifier();
+  auto drafter = MakeDraftModelDrafter();
+  ASSERT_NE(verifier, nullptr);
+  ASSERT_NE(drafter, nullptr);
+  const std::vector<int32_t> prompt = DraftModelPrompt();
+  const engine::SamplingParams params = Temperature(0.5f);
+  const spec::ProposalShape tree{/*depth=*/1, /*branching=*/4, /*max_nodes=*/4};
+  for (bool wrong : {false, true}) {
+    const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, tree, kSamples, wrong);
+    ASSERT_EQ(stats.samples.size(), static_cast<size_t>(kSamples));
+    const Expected expected = ExactTargetDistributions(prompt, stats.samples, params);
+    const double p1 = PValue(stats.samples, expected.t1, &Sample::t1);
+    std::printf("%s sibling q, 4 siblings, T=0.5: p(t1)=%.3g\n", wrong ? "wrong" : "right", p1);
+    if (wrong) {
+      EXPECT_LT(p1, kChiSquareMinPValue);
+    } else {
+      EXPECT_GT(p1, kChiSquareMinPValue);
+    }
+  }
+}
+
 TEST(SampledDistributionTest, DraftModelChainMatchesTargetWithTopKAndTopP) {
   auto verifier = MakeVerifier();
   auto drafter = MakeDraftModelDrafter();
@@ -311,7 +380,7 @@ TEST(SampledDistributionTest, DraftModelChainMatchesTargetWithTopKAndTopP) {
   // and tokens q cannot draw both matter.
   const std::vector<int32_t> prompt = DraftModelPrompt();
   const engine::SamplingParams params = Temperature(0.8f, /*top_k=*/40, /*top_p=*/0.9f);
-  const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, /*k=*/3, kSamples);
+  const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, Chain(3), kSamples);
   ASSERT_EQ(stats.samples.size(), static_cast<size_t>(kSamples));
   EXPECT_GT(stats.accepted, stats.steps / 10);
   const Expected expected = ExactTargetDistributions(prompt, stats.samples, params);
@@ -332,7 +401,7 @@ TEST(SampledDistributionTest, NgramDraftsMatchTargetAtLowTemperature) {
   // the n-gram lookup copies from the looping history are accepted a fair share of the time.
   const std::vector<int32_t> prompt = NgramPrompt();
   const engine::SamplingParams params = Temperature(0.3f);
-  const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, /*k=*/3, kSamples);
+  const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, Chain(3), kSamples);
   ASSERT_EQ(stats.samples.size(), static_cast<size_t>(kSamples));
   std::printf("ngram k=3, T=0.3: %lld steps, %lld drafted, %.2f accepted/step\n", static_cast<long long>(stats.steps),
               static_cast<long long>(stats.drafted_steps), static_cast<double>(stats.accepted) / stats.steps);
@@ -356,7 +425,7 @@ TEST(SampledDistributionTest, SampledRequestIsReproducibleFromItsSeed) {
     auto drafter = MakeDraftModelDrafter();
     ASSERT_NE(verifier, nullptr);
     ASSERT_NE(drafter, nullptr);
-    const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, /*k=*/4, 20);
+    const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, Chain(4), 20);
     ASSERT_EQ(stats.samples.size(), 20u);
     std::vector<int32_t> flat;
     for (const Sample& s : stats.samples) flat.insert(flat.end(), {s.t0, s.t1, s.t2, s.first_draft});

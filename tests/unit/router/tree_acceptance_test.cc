@@ -1,0 +1,44 @@
+// TreeAcceptance: per-depth estimates start from the chain-acceptance prior, move to what tree
+// outcomes show (successes at the accepted depths, a failure below only when the tree went
+// on), and give the expected length 1 + sum of the products of the depths' estimates.
+#include "router/tree_acceptance.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace splitspec::router {
+namespace {
+
+TEST(TreeAcceptanceTest, PriorIsWidthIndependentCandidates) {
+  TreeAcceptance t;
+  const std::vector<double> p = t.DepthAcceptance("pool", /*depth=*/3, /*nodes=*/9, /*chain_acceptance=*/0.5);
+  ASSERT_EQ(p.size(), 3u);
+  for (double x : p) EXPECT_NEAR(x, 1.0 - std::pow(0.5, 3), 1e-12);  // width 3
+  EXPECT_NEAR(t.ExpectedLength("pool", 3, 9, 0.5), 1 + 0.875 + 0.875 * 0.875 + std::pow(0.875, 3), 1e-12);
+}
+
+TEST(TreeAcceptanceTest, ConvergesToTheObservedPerDepthRates) {
+  TreeAcceptance t(/*decay=*/0.999, /*prior_weight=*/4);
+  // Depth 1 always accepted; depth 2 accepted one time in four; the tree always continues.
+  for (int i = 0; i < 4000; ++i) t.Observe("pool", 3, 9, i % 4 == 0 ? 2 : 1, /*path_continued=*/true);
+  const std::vector<double> p = t.DepthAcceptance("pool", 3, 9, 0.5);
+  EXPECT_NEAR(p[0], TreeAcceptance::kCap, 1e-3);
+  EXPECT_NEAR(p[1], 0.25, 0.02);
+  // Depth 3 saw failures only (1000 of them, when depth 2 was accepted).
+  EXPECT_LT(p[2], 0.05);
+  // Other pools and widths keep their priors.
+  EXPECT_NEAR(t.DepthAcceptance("other", 3, 9, 0.5)[1], 0.875, 1e-12);
+  EXPECT_NEAR(t.DepthAcceptance("pool", 3, 6, 0.5)[1], 0.75, 1e-12);
+}
+
+TEST(TreeAcceptanceTest, APathThatRanOutOfTreeIsNoFailure) {
+  TreeAcceptance t(0.999, 4);
+  for (int i = 0; i < 100; ++i) t.Observe("pool", 2, 6, 1, /*path_continued=*/false);
+  // Depth 2 was never tried: it keeps its prior.
+  EXPECT_NEAR(t.DepthAcceptance("pool", 2, 6, 0.5)[1], 0.875, 1e-12);
+  EXPECT_GT(t.DepthAcceptance("pool", 2, 6, 0.5)[0], 0.95);
+}
+
+}  // namespace
+}  // namespace splitspec::router
