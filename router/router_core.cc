@@ -422,7 +422,10 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   const bool refresh = stats == nullptr || options_.snapshot_every_steps <= 1 ||
                        steps_ % options_.snapshot_every_steps == 0 || running_.empty();
   nlohmann::json state;
-  if (refresh) state = policy_->Describe();
+  if (refresh) {
+    state = policy_->Describe();
+    if (tree_acceptance_.observations() > 0) state["tree_acceptance_by_width"] = tree_acceptance_.Describe();
+  }
   MutexLock lock(&mu_);
   if (stats != nullptr) {
     overheads_.push_back(stats->overhead_seconds);

@@ -66,6 +66,20 @@ absl::StatusOr<std::unique_ptr<RouterSpecMetrics>> RouterSpecMetrics::Create(
   SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
       m->proposal_length_, registry.AddHistogram(*histograms, labels, m->proposal_bounds_));
 
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
+      family, registry.CounterFamily("splitspec_spec_decode_num_tree_drafts_total",
+                                     "Speculative drafts that were trees (branching somewhere), "
+                                     "not chains."));
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(m->num_tree_drafts_, registry.AddCounter(*family, labels));
+  m->step_token_bounds_ = {0};
+  for (double b = 1; b <= 1024; b *= 2) m->step_token_bounds_.push_back(b);
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
+      histograms, registry.HistogramFamily("splitspec_spec_decode_step_draft_tokens",
+                                           "Draft tokens (tree nodes) verified in one step, summed "
+                                           "over the step's requests."));
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
+      m->step_draft_tokens_, registry.AddHistogram(*histograms, labels, m->step_token_bounds_));
+
   prometheus::Family<prometheus::Gauge>* gauges = nullptr;
   SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
       gauges, registry.GaugeFamily("splitspec_spec_active_tier",
@@ -101,10 +115,12 @@ void RouterSpecMetrics::RecordStep(absl::Span<const ProposalOutcome> outcomes) {
   double n_draft_tokens = 0;
   double n_accepted = 0;
   double accept_length_sum = 0;
+  double n_trees = 0;
   for (const ProposalOutcome& o : outcomes) {
     const int k = std::max(0, o.proposed);
     proposal_counts[std::min(k, max_k_ + 1)] += 1.0;
     if (k == 0) continue;
+    if (o.tree) n_trees += 1.0;
     const int a = std::clamp(o.accepted, 0, k);
     accept_counts[std::min(a, max_k_ + 1)] += 1.0;
     n_drafts += 1.0;
@@ -113,6 +129,8 @@ void RouterSpecMetrics::RecordStep(absl::Span<const ProposalOutcome> outcomes) {
     accept_length_sum += a + 1;
   }
   Apply(accept_counts, proposal_counts, n_drafts, n_draft_tokens, n_accepted, accept_length_sum);
+  if (n_trees > 0) num_tree_drafts_->Increment(n_trees);
+  step_draft_tokens_->Observe(n_draft_tokens);
   const double mean_k = n_draft_tokens / static_cast<double>(outcomes.size());
   mean_proposal_length_->Set(mean_k);
   if (!tiered_.load(std::memory_order_relaxed)) active_tier_->Set(mean_k);
@@ -167,6 +185,7 @@ SpecSnapshot RouterSpecMetrics::Snapshot() const {
   s.num_drafts = num_drafts_->Value();
   s.num_draft_tokens = num_draft_tokens_->Value();
   s.num_accepted_tokens = num_accepted_tokens_->Value();
+  s.num_tree_drafts = num_tree_drafts_->Value();
   for (const prometheus::Counter* c : accepted_per_pos_) {
     s.accepted_per_position.push_back(c->Value());
   }

@@ -7,6 +7,10 @@
 //   splitspec_spec_decode_num_draft_tokens_total                draft tokens proposed
 //   splitspec_spec_decode_num_accepted_tokens_total             draft tokens accepted
 //   splitspec_spec_decode_num_accepted_tokens_per_pos_total     accepted at draft position p
+//                                                               (a tree: at depth p + 1)
+//   splitspec_spec_decode_num_tree_drafts_total                 of the drafts, trees (not chains)
+//   splitspec_spec_decode_step_draft_tokens                     histogram: draft tokens (tree
+//                                                               nodes) verified per step
 //   splitspec_spec_decode_accept_length                         histogram: accepted + 1 per draft
 //   splitspec_spec_decode_proposal_length                       histogram: k per request per step
 //   splitspec_spec_active_tier                                  tier (or mean k) of the last step
@@ -39,6 +43,7 @@ struct ProposalOutcome {
   // Draft tokens accepted (the path length for a tree), not counting the target's own extra
   // token. Clamped to [0, proposed].
   int accepted = 0;
+  bool tree = false;  // the draft was a tree, not a chain
 };
 
 struct RouterSpecMetricsOptions {
@@ -93,6 +98,9 @@ class RouterSpecMetrics {
   std::vector<prometheus::Counter*> accepted_per_pos_;  // [max_k]
   prometheus::Histogram* accept_length_ = nullptr;
   prometheus::Histogram* proposal_length_ = nullptr;
+  prometheus::Counter* num_tree_drafts_ = nullptr;
+  prometheus::Histogram* step_draft_tokens_ = nullptr;
+  std::vector<double> step_token_bounds_;  // 0, 1, 2, 4, ..., 1024
   prometheus::Gauge* active_tier_ = nullptr;
   prometheus::Gauge* mean_proposal_length_ = nullptr;
   prometheus::Gauge* goodput_estimated_ = nullptr;

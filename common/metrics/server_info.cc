@@ -26,6 +26,7 @@ nlohmann::json SpecSnapshotJson(const SpecSnapshot& s) {
       {"spec_num_drafts", s.num_drafts},
       {"spec_num_draft_tokens", s.num_draft_tokens},
       {"spec_num_accepted_tokens", s.num_accepted_tokens},
+      {"spec_num_tree_drafts", s.num_tree_drafts},
       {"spec_mean_proposal_length", s.mean_proposal_length},
       {"goodput_estimated_tokens_per_second", s.goodput_estimated_tokens_per_second},
       {"goodput_observed_tokens_per_second", s.goodput_observed_tokens_per_second},
@@ -41,6 +42,7 @@ nlohmann::json ServerInfoJson(absl::Span<const SpecSnapshot> pools) {
     total.num_drafts += s.num_drafts;
     total.num_draft_tokens += s.num_draft_tokens;
     total.num_accepted_tokens += s.num_accepted_tokens;
+    total.num_tree_drafts += s.num_tree_drafts;
     tier_sum += s.active_tier;
   }
   const double active_tier = pools.empty() ? 0.0 : tier_sum / static_cast<double>(pools.size());
@@ -51,6 +53,7 @@ nlohmann::json ServerInfoJson(absl::Span<const SpecSnapshot> pools) {
       {"spec_num_drafts", total.num_drafts},
       {"spec_num_draft_tokens", total.num_draft_tokens},
       {"spec_num_accepted_tokens", total.num_accepted_tokens},
+      {"spec_num_tree_drafts", total.num_tree_drafts},
       {"internal_states", std::move(states)},
   };
 }

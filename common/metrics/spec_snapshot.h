@@ -14,6 +14,7 @@ struct SpecSnapshot {
   double num_drafts = 0;
   double num_draft_tokens = 0;
   double num_accepted_tokens = 0;
+  double num_tree_drafts = 0;  // of num_drafts, trees
   std::vector<double> accepted_per_position;  // [max_k]
   double active_tier = 0;
   double mean_proposal_length = 0;

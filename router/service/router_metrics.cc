@@ -76,7 +76,7 @@ size_t RouterMetrics::PoolIndex(const std::string& name) const {
 void RouterMetrics::OnStep(const StepStats& stats) {
   for (Pool& pool : pools_) pool.step.clear();
   for (const RequestOutcome& r : stats.requests) {
-    pools_[PoolIndex(r.pool)].step.push_back(metrics::ProposalOutcome{r.proposed, r.accepted});
+    pools_[PoolIndex(r.pool)].step.push_back(metrics::ProposalOutcome{r.proposed, r.accepted, r.tree});
   }
   const double observed = stats.wall_seconds > 0 ? stats.emitted_tokens / stats.wall_seconds : 0.0;
   double tier = -1;

@@ -54,6 +54,23 @@ std::optional<double> Bucket(const Exposition& e, const std::string& name,
 // Position p counts drafts with a > p: p0: 5, p1: 4, p2: 2, p3: 1.
 // Accept lengths a+1: 5 3 1 2 3 4 -> le1:1 le2:2 le3:4 le4:5 le5:6, sum 18.
 // Proposal lengths k: 4 4 0 3 4 2 4 -> le0:1 le1:1 le2:2 le3:3 le4:7, sum 21.
+// Trees: counted among the drafts and on their own; the per-step histogram sums every
+// request's verified nodes (8 + 3 + 0 = 11, then 16).
+TEST(RouterSpecMetricsTest, TreesAreCountedAndStepNodesSummed) {
+  MetricsRegistry registry;
+  auto spec = MakeSpec(registry, "draft-model", "smartspec", 4);
+  ASSERT_NE(spec, nullptr);
+  spec->RecordStep({{8, 2, true}, {3, 1, false}, {0, 0, false}});
+  spec->RecordStep({{16, 4, true}});
+  const std::map<std::string, std::string> l = {{"pool", "draft-model"}, {"policy", "smartspec"}};
+  Exposition e = Parse(registry);
+  EXPECT_EQ(e.Value("splitspec_spec_decode_num_drafts_total", l), 3.0);
+  EXPECT_EQ(e.Value("splitspec_spec_decode_num_tree_drafts_total", l), 2.0);
+  EXPECT_EQ(e.Value("splitspec_spec_decode_step_draft_tokens_count", l), 2.0);
+  EXPECT_EQ(e.Value("splitspec_spec_decode_step_draft_tokens_sum", l), 27.0);
+  EXPECT_EQ(spec->Snapshot().num_tree_drafts, 2.0);
+}
+
 TEST(RouterSpecMetricsTest, ScriptedStepsGiveHandWorkedCounts) {
   MetricsRegistry registry;
   auto spec = MakeSpec(registry, "draft-model", "static", 4);
@@ -156,12 +173,13 @@ TEST(RouterSpecMetricsTest, RecordStepMatchesPerRequestRecording) {
         s.name.find("splitspec_spec_decode_") == std::string::npos) {
       continue;  // gauges differ by design: RecordProposal leaves them alone
     }
+    if (s.name.find("step_draft_tokens") != std::string::npos) continue;  // per step by design
     std::map<std::string, std::string> labels(s.labels.begin(), s.labels.end());
     EXPECT_EQ(b.Value(s.name, labels), s.value) << s.name;
     ++compared;
   }
-  // 3 counters + 5 positions + 2 histograms x (7 buckets + sum + count).
-  EXPECT_EQ(compared, 3u + 5u + 2u * 9u);
+  // 4 counters (trees: none here) + 5 positions + 2 histograms x (7 buckets + sum + count).
+  EXPECT_EQ(compared, 4u + 5u + 2u * 9u);
 }
 
 TEST(RouterSpecMetricsTest, PoolsShareFamiliesWithSeparateSeries) {
