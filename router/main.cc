@@ -74,7 +74,7 @@ constexpr char kUsage[] =
     "  --latency-model FILE         fitted latency model (splitspec profile) for the cost-aware policies\n"
     "  --max-queue N                requests waiting for admission before new ones are refused (256)\n"
     "  --max-running N              requests decoding at once (64)\n"
-    "  --max-k K                    largest draft length a policy may choose (8)\n"
+    "  --max-k K                    largest draft a policy may choose: chain length or tree nodes (8)\n"
     "  --default-max-tokens N       max_tokens of requests that leave it 0 (128)\n"
     "  --worker-timeout-seconds S   longest deadline of a call to a worker (60)\n"
     "  --deadline-factor F          a call's deadline: F x the latency model's prediction (8)\n"
