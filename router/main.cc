@@ -75,6 +75,7 @@ constexpr char kUsage[] =
     "  --max-queue N                requests waiting for admission before new ones are refused (256)\n"
     "  --max-running N              requests decoding at once (64)\n"
     "  --max-k K                    largest draft a policy may choose: chain length or tree nodes (8)\n"
+    "  --pipeline on|off            draft the next step's chains while this step verifies (off)\n"
     "  --default-max-tokens N       max_tokens of requests that leave it 0 (128)\n"
     "  --worker-timeout-seconds S   longest deadline of a call to a worker (60)\n"
     "  --deadline-factor F          a call's deadline: F x the latency model's prediction (8)\n"
@@ -113,6 +114,7 @@ int Run(const rpc::Flags& flags) {
   const std::string policy_name = flags.GetString("policy", "none");
   const std::string policy_config_path = flags.GetString("policy-config");
   const std::string latency_path = flags.GetString("latency-model");
+  const std::string pipeline = flags.GetString("pipeline", "off");
   std::string tokenizer_path = flags.GetString("tokenizer");
   auto port = flags.GetInt("port", 50050);
   auto max_queue = flags.GetInt("max-queue", 256);
@@ -261,6 +263,10 @@ int Run(const rpc::Flags& flags) {
   options.max_queue = *max_queue;
   options.max_running = *max_running;
   options.max_k = *max_k;
+  if (pipeline != "on" && pipeline != "off") {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--pipeline must be on or off, not '", pipeline, "'")));
+  }
+  options.pipeline = pipeline == "on";
   options.acceptance = *acceptance;
   options.failover_wait_seconds = *failover_wait;
   options.deadline_factor = *deadline_factor;

@@ -434,6 +434,8 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   snapshot_.running = running_count_;
   snapshot_.steps = steps_;
   snapshot_.completed = completed_;
+  snapshot_.draft_ahead_used = draft_ahead_used_;
+  snapshot_.draft_ahead_dropped = draft_ahead_dropped_;
   snapshot_.reserved_blocks = reserved_blocks_;
   snapshot_.total_blocks = replicas_.UpTotalBlocks();
   if (!refresh) return;

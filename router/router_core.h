@@ -75,6 +75,9 @@ struct StepStats {
   int32_t accepted_tokens = 0;
   int32_t emitted_tokens = 0;
   int32_t tree_requests = 0;      // requests whose verified draft was a tree
+  int32_t draft_ahead_issued = 0;  // drafts made ahead for the next step (pipeline)
+  int32_t draft_ahead_used = 0;    // drafts of this step that were made ahead (no Propose wait)
+  int32_t draft_ahead_dropped = 0; // drafts made ahead whose hypothesis failed
   double schedule_seconds = 0;    // admission + pool choice + policy
   double prefill_seconds = 0;     // wall time of the Prefill call (0 without one)
   double draft_seconds = 0;       // drafters' reported compute
@@ -99,6 +102,8 @@ struct ServerInfo {
   int32_t running = 0;
   int64_t steps = 0;
   int64_t completed = 0;
+  int64_t draft_ahead_used = 0;     // pipeline: drafts made ahead and used
+  int64_t draft_ahead_dropped = 0;  // pipeline: drafts made ahead whose hypothesis failed
   std::map<int32_t, int64_t> k_histogram;  // chosen k per request-step, lifetime
   std::string latency_model;
   double overhead_p50_us = 0;
@@ -141,6 +146,10 @@ struct RouterOptions {
   // Refresh the expensive parts of the snapshot (policy state, estimates) every N steps
   // (and whenever the batch empties); the simulator raises it to stay fast.
   int32_t snapshot_every_steps = 1;
+  // Draft-ahead (router_pipeline.cc): while a step verifies a chain, the drafter already drafts
+  // the next step on the hypothesis that the whole chain and the drafter's guess of the
+  // target's next token are accepted; the next step uses that draft when the hypothesis held.
+  bool pipeline = false;
 };
 
 class RouterCore {
@@ -230,9 +239,18 @@ class RouterCore {
   void ReconsiderPools(const std::vector<Active*>& ready, int32_t max_k);
   int32_t UsefulK(const Active& r, int32_t max_k) const;
   void PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats* stats);
-  void Draft(StepPlan* plan);
+  void Draft(StepPlan* plan, StepStats* stats);
   void DraftForPool(const std::string& pool, const std::vector<size_t>& members, StepPlan* plan);
-  std::vector<ReplicaCall> VerifyOnReplicas(StepPlan* plan);
+  // Verifies, with `alongside` (may be empty) running on another thread meanwhile.
+  std::vector<ReplicaCall> VerifyOnReplicas(StepPlan* plan, const std::function<void()>& alongside);
+  // Draft-ahead (router_pipeline.cc).
+  bool UseDraftMadeAhead(size_t i, StepPlan* plan);
+  // Splits the drafter's guess of the target's next token off a chain drafted one deeper.
+  void KeepGuess(size_t i, StepPlan* plan);
+  struct AheadCall;
+  std::vector<AheadCall> PlanDraftAhead(const StepPlan& plan);
+  void DraftAhead(std::vector<AheadCall>* calls);
+  void ApplyDraftAhead(const StepPlan& plan, std::vector<AheadCall>& calls, StepStats* stats);
   StepOutcome ApplyResults(const StepPlan& plan, std::vector<ReplicaCall>& calls, StepStats* stats);
   void ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall>& calls, StepOutcome outcome,
                    StepStats* stats);
@@ -253,6 +271,8 @@ class RouterCore {
   const Clock* const clock_;
   AcceptanceTracker tracker_;
   TreeAcceptance tree_acceptance_;
+  int64_t draft_ahead_used_ = 0;
+  int64_t draft_ahead_dropped_ = 0;
 
   mutable Mutex mu_;
   CondVar work_cv_;  // signalled when waiting_/cancels_ gain entries

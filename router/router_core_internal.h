@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct RouterCore::Active {
   size_t max_stop_len = 0;
   size_t text_len = 0;                // detokenized completion length at the last check
   int32_t sat_out_steps = 0;          // consecutive decode steps it was left out of
+  // A draft made ahead whose hypothesis held (RouterOptions::pipeline): the next step uses it
+  // instead of calling the pool's drafter. Its last token is the drafter's next guess.
+  std::optional<spec::DraftProposal> ready_draft;
+  std::string ready_pool;
 };
 
 // One decode step as it is planned and carried out (router_step.cc).
@@ -45,10 +50,25 @@ struct RouterCore::StepPlan {
   std::vector<int32_t> k;      // depth: chain length, or a tree's levels
   std::vector<int32_t> nodes;  // node budget: == k for a chain, > k for a tree
   std::vector<spec::DraftProposal> drafts;
+  // Pipeline: the drafter's guess of the target's token after a fully accepted chain (-1:
+  // none), and whether the draft was made ahead during the previous step.
+  std::vector<int32_t> guess;
   double draft_compute = 0;  // drafters' reported compute, summed over pools
   double verify_compute = 0;  // the slowest replica's reported compute
   double rpc_excess = 0;     // RPC wall time beyond reported compute
   int32_t rpcs = 0;
+};
+
+// A draft-ahead Propose for one pool (router_pipeline.cc): the items, the requests they stand
+// for and their hypotheses, and the answer.
+struct RouterCore::AheadCall {
+  std::string pool;
+  std::vector<size_t> members;                // indices into StepPlan::batch
+  std::vector<int32_t> history_before;        // each member's history length before the step
+  std::vector<std::vector<int32_t>> assumed;  // what the step must emit for the draft to hold
+  std::vector<spec::ProposeItem> items;
+  absl::Duration timeout;
+  absl::StatusOr<spec::ProposeResponse> response = absl::UnknownError("not called");
 };
 
 }  // namespace splitspec::router

@@ -6,6 +6,7 @@
 //      policy, metrics).
 #include <algorithm>
 #include <vector>
+#include <functional>
 #include <map>
 #include <utility>
 
@@ -111,12 +112,17 @@ bool RouterCore::DecodeStep(StepStats* stats) {
   ReconsiderPools(ready, plan.max_k);
   PlanStep(std::move(ready), &plan, stats);
   stats->schedule_seconds = clock_->NowSeconds() - plan.started_at;
-  Draft(&plan);
+  Draft(&plan, stats);
   stats->draft_seconds = plan.draft_compute;
   stats->batch_size = static_cast<int32_t>(plan.batch.size());
   stats->k = plan.k;
-  std::vector<ReplicaCall> calls = VerifyOnReplicas(&plan);
+  // Pipeline: the next step's drafts are made while this one verifies (router_pipeline.cc).
+  std::vector<AheadCall> ahead;
+  if (options_.pipeline) ahead = PlanDraftAhead(plan);
+  std::vector<ReplicaCall> calls =
+      VerifyOnReplicas(&plan, ahead.empty() ? std::function<void()>() : [this, &ahead] { DraftAhead(&ahead); });
   StepOutcome outcome = ApplyResults(plan, calls, stats);
+  if (!ahead.empty()) ApplyDraftAhead(plan, ahead, stats);
   ObserveStep(plan, calls, std::move(outcome), stats);
   return true;
 }
@@ -212,11 +218,23 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
   plan->drafts.resize(plan->batch.size());
 }
 
-void RouterCore::Draft(StepPlan* plan) {
+void RouterCore::Draft(StepPlan* plan, StepStats* stats) {
+  plan->guess.assign(plan->batch.size(), -1);
+  std::vector<bool> made_ahead(plan->batch.size(), false);
+  for (size_t i = 0; i < plan->batch.size(); ++i) {
+    if (!UseDraftMadeAhead(i, plan)) continue;
+    if (ValidDraft(plan->drafts[i], plan->k[i], plan->nodes[i], plan->vocab)) {
+      made_ahead[i] = true;
+      ++stats->draft_ahead_used;
+    } else {
+      plan->drafts[i] = {};
+      plan->guess[i] = -1;
+    }
+  }
   for (const std::string& pool : pool_names_) {
     std::vector<size_t> members;
     for (size_t i = 0; i < plan->batch.size(); ++i) {
-      if (plan->k[i] > 0 && plan->batch[i]->pool == pool) members.push_back(i);
+      if (plan->k[i] > 0 && !made_ahead[i] && plan->batch[i]->pool == pool) members.push_back(i);
     }
     if (!members.empty()) DraftForPool(pool, members, plan);
   }
@@ -241,6 +259,8 @@ void RouterCore::DraftForPool(const std::string& pool, const std::vector<size_t>
     catch_up_tokens += static_cast<double>(item.new_tokens.size());
     item.shape.depth = plan->k[i];
     const bool tree = plan->nodes[i] > plan->k[i];
+    // Pipeline: a chain one deeper, its last token the guess a draft-ahead builds on.
+    if (options_.pipeline && !tree && plan->k[i] < plan->max_k) item.shape.depth = plan->k[i] + 1;
     item.shape.branching = tree ? kTreeBranching : 1;
     item.shape.max_nodes = tree ? plan->nodes[i] : 0;
     item.sampling = r->request.sampling;
@@ -285,13 +305,17 @@ void RouterCore::DraftForPool(const std::string& pool, const std::vector<size_t>
       continue;
     }
     r->known[pool] = static_cast<int32_t>(r->history.size());
-    if (ValidDraft(it->second->draft, plan->k[i], plan->nodes[i], plan->vocab)) {
-      plan->drafts[i] = std::move(it->second->draft);
+    plan->drafts[i] = std::move(it->second->draft);
+    if (options_.pipeline) KeepGuess(i, plan);
+    if (!ValidDraft(plan->drafts[i], plan->k[i], plan->nodes[i], plan->vocab)) {
+      plan->drafts[i] = {};
+      plan->guess[i] = -1;
     }
   }
 }
 
-std::vector<RouterCore::ReplicaCall> RouterCore::VerifyOnReplicas(StepPlan* plan) {
+std::vector<RouterCore::ReplicaCall> RouterCore::VerifyOnReplicas(StepPlan* plan,
+                                                                   const std::function<void()>& alongside) {
   std::map<int, ReplicaCall> by_replica;
   for (size_t i = 0; i < plan->batch.size(); ++i) {
     ReplicaCall& call = by_replica[plan->batch[i]->replica];
@@ -317,7 +341,12 @@ std::vector<RouterCore::ReplicaCall> RouterCore::VerifyOnReplicas(StepPlan* plan
     items.push_back(std::move(batch));
     calls.push_back(std::move(call));
   }
-  RunInParallel(calls.size(), [this, &calls, &items](size_t c) {
+  const size_t extra = alongside ? 1 : 0;
+  RunInParallel(calls.size() + extra, [this, &calls, &items, &alongside](size_t c) {
+    if (c == calls.size()) {
+      alongside();
+      return;
+    }
     const double start = clock_->NowSeconds();
     calls[c].response = replicas_.at(calls[c].replica).client->Verify(items[c]);
     calls[c].wall_seconds = clock_->NowSeconds() - start;
@@ -407,6 +436,8 @@ StepOutcome RouterCore::ApplyResults(const StepPlan& plan, std::vector<ReplicaCa
 void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall>& calls,
                              StepOutcome outcome, StepStats* stats) {
   ++steps_;
+  draft_ahead_used_ += stats->draft_ahead_used;
+  draft_ahead_dropped_ += stats->draft_ahead_dropped;
   bool any_verified = false;
   for (const ReplicaCall& call : calls) {
     if (!call.response.ok()) continue;

@@ -92,6 +92,7 @@ TEST_F(ServicesTest, GreedyOutputEqualsPlainEngineForEveryPolicyAndProposer) {
   struct Config {
     std::string policy;
     std::string pool;
+    std::vector<std::string> flags = {};
   };
   std::vector<Config> configs = {{"none", ""}};
   for (int k = 1; k <= 5; ++k) {
@@ -101,8 +102,12 @@ TEST_F(ServicesTest, GreedyOutputEqualsPlainEngineForEveryPolicyAndProposer) {
   for (const char* policy : {"static-tree:1:3", "static-tree:3:8", "static-tree:4:16", "smartspec"}) {
     for (const char* pool : {"model", "ngram"}) configs.push_back({policy, pool});
   }
+  // Drafting ahead while the verifier runs (a chain, and smartspec's mix of shapes).
+  for (const char* policy : {"static:3", "smartspec"}) {
+    for (const char* pool : {"model", "ngram"}) configs.push_back({policy, pool, {"--pipeline", "on"}});
+  }
   for (const Config& config : configs) {
-    const std::string& router = cluster.Router(config.policy);
+    const std::string& router = cluster.Router(config.policy, config.flags);
     int64_t drafted = 0, steps = 0;
     for (size_t p = 0; p < prompts.size(); ++p) {
       v1::GenerateRequest request = TokenRequest(prompts[p], kMaxTokens, config.pool);

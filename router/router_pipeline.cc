@@ -1,0 +1,144 @@
+// Draft-ahead (RouterOptions::pipeline): the drafter works while the target verifies.
+//
+// A chain of k is drafted one token deeper than it is verified: the extra token is the
+// drafter's guess of the token the target emits after a fully accepted chain. While Verify
+// runs, each pool gets a second Propose for those requests, as if the step had emitted the
+// chain and the guess: the drafter appends them to its session (they are sent as new tokens
+// after the committed history) and drafts the step after. When Verify returns:
+//  - hypothesis held (the step emitted exactly chain + guess): the draft is kept for the next
+//    step, which sends no Propose for the request; the drafter's session already equals the
+//    committed history, so `known` moves to the new length;
+//  - otherwise the draft is dropped and `known` stays at the committed length the drafter
+//    shared before the hypothesis, so the next Propose truncates the hypothetical tokens
+//    (DrafterCore keeps only known_length tokens) and catches up from there.
+// Output stays exact: a draft made ahead was drafted from exactly the history the next step
+// verifies against, as any other draft; the verifier decides acceptance as always. Sampled
+// drafts made ahead and dropped only advance the drafter's random stream, which is
+// independent of the verifier's.
+#include <algorithm>
+#include <map>
+
+#include "router/parallel_calls.h"
+#include "router/router_core.h"
+#include "router/router_core_internal.h"
+
+namespace splitspec::router {
+
+bool RouterCore::UseDraftMadeAhead(size_t i, StepPlan* plan) {
+  Active* r = plan->batch[i];
+  std::optional<spec::DraftProposal> ready = std::move(r->ready_draft);
+  r->ready_draft.reset();
+  const int32_t k = plan->k[i];
+  if (!ready.has_value() || r->ready_pool != r->pool || plan->nodes[i] != k || k <= 0) return false;
+  // Made ahead for a chain one deeper than the step it was made for; this step may ask for
+  // less (a prefix of a chain is a chain) but not for more.
+  if (static_cast<int32_t>(ready->tokens.size()) < k) return false;
+  plan->drafts[i] = std::move(*ready);
+  KeepGuess(i, plan);
+  return true;
+}
+
+void RouterCore::KeepGuess(size_t i, StepPlan* plan) {
+  spec::DraftProposal& d = plan->drafts[i];
+  const size_t k = static_cast<size_t>(plan->k[i]);
+  plan->guess[i] = -1;
+  if (d.tokens.size() <= k) return;
+  for (size_t j = 0; j < d.parents.size(); ++j) {
+    if (d.parents[j] != static_cast<int32_t>(j) - 1) return;  // not a chain: no guess
+  }
+  plan->guess[i] = d.tokens[k];
+  const size_t vocab = d.probs.size() / d.tokens.size();
+  d.tokens.resize(k);
+  d.parents.resize(k);
+  if (!d.probs.empty()) d.probs.resize(k * vocab);
+  if (!d.scores.empty()) d.scores.resize(k);
+}
+
+std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& plan) {
+  std::map<std::string, AheadCall> by_pool;
+  for (size_t i = 0; i < plan.batch.size(); ++i) {
+    const Active* r = plan.batch[i];
+    const spec::DraftProposal& d = plan.drafts[i];
+    const int32_t k = plan.k[i];
+    if (plan.guess[i] < 0 || static_cast<int32_t>(d.tokens.size()) != k || k <= 0) continue;
+    auto known = r->known.find(r->pool);
+    if (known == r->known.end() || known->second != static_cast<int32_t>(r->history.size())) continue;
+    std::vector<int32_t> assumed = d.tokens;
+    assumed.push_back(plan.guess[i]);
+    // Only when the request would still be drafting after the hypothetical tokens.
+    const int32_t remaining = r->request.max_tokens - r->usage.completion_tokens - static_cast<int32_t>(assumed.size());
+    const int32_t room = max_context_ > 0 ? max_context_ - static_cast<int32_t>(r->history.size() + assumed.size())
+                                          : plan.max_k + 1;
+    const int32_t depth = std::min({k + 1, plan.max_k, remaining, room});
+    if (depth <= 1) continue;
+    AheadCall& call = by_pool[r->pool];
+    call.pool = r->pool;
+    spec::ProposeItem item;
+    item.id = r->id;
+    item.known_length = known->second;
+    item.new_tokens = assumed;
+    item.shape.depth = depth;
+    item.sampling = r->request.sampling;
+    call.items.push_back(std::move(item));
+    call.members.push_back(i);
+    call.history_before.push_back(static_cast<int32_t>(r->history.size()));
+    call.assumed.push_back(std::move(assumed));
+  }
+  std::vector<AheadCall> calls;
+  for (auto& [pool, call] : by_pool) {
+    std::vector<int32_t> ctx, depth;
+    double tokens = 0;
+    for (const spec::ProposeItem& item : call.items) {
+      ctx.push_back(item.known_length);
+      depth.push_back(item.shape.depth);
+      tokens += static_cast<double>(item.new_tokens.size());
+    }
+    call.timeout = CallTimeout(latency_.DraftSeconds(pool, ctx, depth) + latency_.TargetSeconds(0, tokens) +
+                                   latency_.RpcSeconds(),
+                               1.0);
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
+void RouterCore::DraftAhead(std::vector<AheadCall>* calls) {
+  RunInParallel(calls->size(), [this, calls](size_t c) {
+    AheadCall& call = (*calls)[c];
+    DrafterClient* drafter = drafters_.at(call.pool);
+    drafter->SetCallTimeout(call.timeout);
+    call.response = drafter->Propose(call.items);
+  });
+}
+
+void RouterCore::ApplyDraftAhead(const StepPlan& plan, std::vector<AheadCall>& calls, StepStats* stats) {
+  for (AheadCall& call : calls) {
+    std::map<RequestId, spec::ProposeResult*> by_id;
+    if (call.response.ok()) {
+      for (spec::ProposeResult& res : call.response->results) by_id[res.id] = &res;
+    }
+    for (size_t m = 0; m < call.members.size(); ++m) {
+      Active* r = plan.batch[call.members[m]];
+      ++stats->draft_ahead_issued;
+      auto it = by_id.find(r->id);
+      if (it == by_id.end() || !it->second->status.ok()) {
+        r->known[call.pool] = 0;  // the drafter's session is unknown: resend it whole
+        continue;
+      }
+      const size_t before = static_cast<size_t>(call.history_before[m]);
+      const std::vector<int32_t>& assumed = call.assumed[m];
+      const bool held = !r->finished && r->pool == call.pool && r->history.size() == before + assumed.size() &&
+                        std::equal(assumed.begin(), assumed.end(), r->history.begin() + static_cast<std::ptrdiff_t>(before));
+      if (!held) {
+        // The drafter holds the committed prefix plus the hypothesis: resend from the prefix.
+        r->known[call.pool] = static_cast<int32_t>(before);
+        ++stats->draft_ahead_dropped;
+        continue;
+      }
+      r->known[call.pool] = static_cast<int32_t>(r->history.size());
+      r->ready_draft = std::move(it->second->draft);
+      r->ready_pool = call.pool;
+    }
+  }
+}
+
+}  // namespace splitspec::router

@@ -1,0 +1,80 @@
+// Draft-ahead (RouterOptions::pipeline) with in-process fakes: while a step verifies, the next
+// step's chain is drafted on the hypothesis that the whole chain and the drafter's guess are
+// accepted. Outputs stay the target's token for token; a draft made ahead is used when the
+// hypothesis held and dropped otherwise, and the drafter's session stays in step (a known
+// length past what the drafter holds, or a refused item, would show as a protocol error or a
+// resend).
+#include <gtest/gtest.h>
+
+#include "tests/unit/router/router_harness.h"
+
+namespace splitspec::router::testing {
+namespace {
+
+struct PipelineRun {
+  ServerInfo info;
+  int drafter_calls = 0;
+  int64_t steps = 0;
+};
+
+// `accuracy`: the fake drafter's chance to propose (and guess) the target's token.
+PipelineRun RunPipelined(double accuracy, int n_requests, int32_t max_tokens, bool pipeline = true) {
+  RouterOptions options;
+  options.pipeline = pipeline;
+  Harness h("static:3", options);
+  h.drafters[0] = std::make_unique<FakeDrafter>(accuracy, 11);
+  // No cross-check of the drafter against the fake verifier's state: with the pipeline the
+  // drafter is called while the verifier runs, and holds hypothetical tokens by design.
+  h.Build("static:3", options, nlohmann::json::object());
+  EXPECT_TRUE(h.core->Init().ok());
+  std::vector<RequestId> ids;
+  for (int i = 0; i < n_requests; ++i) {
+    auto id = h.Submit(Prompt(40 + i, 7 + i), max_tokens + i);
+    EXPECT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  h.RunUntilIdle();
+  for (int i = 0; i < n_requests; ++i) {
+    const Collected& c = h.out[ids[i]];
+    EXPECT_EQ(c.tokens, ReferenceGeneration(Prompt(40 + i, 7 + i), max_tokens + i)) << "request " << i;
+    EXPECT_EQ(c.final_event.finish_reason, FinishReason::kLength);
+    EXPECT_TRUE(h.drafters[0]->released.count(ids[i]));
+  }
+  EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
+  EXPECT_TRUE(h.verifier.protocol_errors.empty()) << h.verifier.protocol_errors[0];
+  PipelineRun run;
+  run.info = h.core->Snapshot();
+  run.drafter_calls = h.drafters[0]->calls;
+  run.steps = run.info.steps;
+  return run;
+}
+
+TEST(PipelineTest, MixedOutcomesUseSomeDraftsAndDropOthers) {
+  const PipelineRun run = RunPipelined(0.8, 6, 40);
+  EXPECT_GT(run.info.draft_ahead_used, 0);
+  EXPECT_GT(run.info.draft_ahead_dropped, 0);
+}
+
+TEST(PipelineTest, AHypothesisThatAlwaysHoldsLeavesOnlyDraftAheadCalls) {
+  // A perfect drafter: every step emits chain + guess, so after a request's first step every
+  // draft was made ahead: one Propose per step (the draft-ahead), none waited for.
+  const PipelineRun run = RunPipelined(1.0, 1, 60);
+  EXPECT_EQ(run.info.draft_ahead_dropped, 0);
+  EXPECT_GE(run.info.draft_ahead_used, run.steps - 2);
+  EXPECT_LE(run.drafter_calls, static_cast<int>(run.steps) + 1);
+}
+
+TEST(PipelineTest, AHypothesisThatNeverHoldsIsDroppedEveryTime) {
+  const PipelineRun run = RunPipelined(0.0, 3, 30);
+  EXPECT_EQ(run.info.draft_ahead_used, 0);
+  EXPECT_GT(run.info.draft_ahead_dropped, 0);
+}
+
+TEST(PipelineTest, OffMeansNoDraftAhead) {
+  const PipelineRun run = RunPipelined(0.8, 2, 30, /*pipeline=*/false);
+  EXPECT_EQ(run.info.draft_ahead_used, 0);
+  EXPECT_EQ(run.info.draft_ahead_dropped, 0);
+}
+
+}  // namespace
+}  // namespace splitspec::router::testing
