@@ -10,9 +10,13 @@ Reads OUT_DIR/settings.json and OUT_DIR/pass<N>/<policy>-<rate>.json (`splitspec
   2. one row per cell: mean / p50 / p99 E2E latency over the pooled requests, output
      tokens/s (mean over passes, and the median over passes with its ratio to `none`'s median
      at the same level when `none` ran), mean k (draft tokens verified per decode step), mean accept
-     length (tokens per verify step), completed / sent (+ dropped), the 1-minute load average
-     after each pass, and for smartspec the request-steps that sat out (shorter candidate
-     batches).
+     length (tokens per verify step), accepted draft tokens per draft token verified (a tree
+     verifies more tokens than it can accept), completed / sent (+ dropped), the 1-minute load
+     average after each pass, and for smartspec the request-steps that sat out (shorter
+     candidate batches);
+  3. when the routers reported them: the step overhead p50 / p99 (wall minus the slower side's
+     compute) and, for `+pipeline` cells, the draft-ahead hit rate and the share of draft time
+     hidden behind verification.
 Percentiles interpolate linearly between order statistics, as `splitspec bench` does.
 """
 
@@ -38,6 +42,14 @@ def load_level(path):
         data = json.load(f)
     levels = [level for level in data["levels"] if level["mode"] in ("open", "closed")]
     return levels[0] if levels else None
+
+
+def server_info(level):
+    info = level.get("server_info") or ""
+    try:
+        return json.loads(info) if isinstance(info, str) and info else None
+    except ValueError:
+        return None
 
 
 def sat_out(level):
@@ -66,6 +78,19 @@ class Cell:
         decode_steps = steps - len(ok)  # a request's usage.steps counts its prefill step
         self.mean_k = drafted / decode_steps if decode_steps > 0 else 0.0
         self.accept_length = 1.0 + accepted / decode_steps if decode_steps > 0 else 1.0
+        self.accepted_per_draft_token = accepted / drafted if drafted > 0 else math.nan
+        infos = [server_info(level) for level in levels]
+        infos = [i for i in infos if i]
+        # Step overhead (wall minus the slower side's compute) and the pipeline's draft-ahead
+        # figures, as the router reported them after each pass (its own process per pass).
+        self.overhead_p50 = [i.get("overhead_p50_us", math.nan) for i in infos]
+        self.overhead_p99 = [i.get("overhead_p99_us", math.nan) for i in infos]
+        pipe = [i.get("pipeline") or {} for i in infos]
+        used = sum(p.get("draft_ahead_used", 0) for p in pipe)
+        dropped = sum(p.get("draft_ahead_dropped", 0) for p in pipe)
+        self.ahead_hit = used / (used + dropped) if used + dropped > 0 else None
+        draft_s = sum(p.get("draft_seconds", 0) for p in pipe)
+        self.hidden_share = sum(p.get("hidden_draft_seconds", 0) for p in pipe) / draft_s if draft_s > 0 else None
         self.completed = sum(level["summary"]["completed"] for level in levels)
         self.sent = sum(level["summary"]["sent"] for level in levels)
         self.failed = sum(level["summary"]["failed"] for level in levels)
@@ -114,23 +139,40 @@ def main(out):
         print("| %s | %s |" % (r, " | ".join(row)))
 
     print("\n| level | policy | mean s | p50 s | p99 s | tok/s | median tok/s (x none) | mean k | accept len "
-          "| done/sent (dropped) | load after | sat out |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| accepted / draft token | done/sent (dropped) | load after | sat out |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rates:
         plain = cells.get(("none", r))
         for p in policies:
             c = cells[(p, r)]
             if c is None:
-                print("| %s | %s |%s" % (r, p, " - |" * 10))
+                print("| %s | %s |%s" % (r, p, " - |" * 11))
                 continue
             ratio = ""
             if plain is not None and plain.median_throughput > 0:
                 ratio = " (%.2fx)" % (c.median_throughput / plain.median_throughput)
-            print("| %s | %s | %.3f | %.3f | %.3f | %.1f | %.1f%s | %.2f | %.2f | %d/%d (%d) | %s | %s |" % (
+            print("| %s | %s | %.3f | %.3f | %.3f | %.1f | %.1f%s | %.2f | %.2f | %.2f | %d/%d (%d) | %s | %s |" % (
                 r, p, c.mean, percentile(c.e2e, 0.5), percentile(c.e2e, 0.99), c.throughput,
                 c.median_throughput, ratio,
-                c.mean_k, c.accept_length, c.completed, c.sent, c.dropped,
+                c.mean_k, c.accept_length, c.accepted_per_draft_token, c.completed, c.sent, c.dropped,
                 " / ".join("%.1f" % x for x in c.loads), "" if c.sat_out is None else c.sat_out))
+
+    if any(c is not None and c.overhead_p50 for c in cells.values()):
+        print("\nStep overhead (wall time minus the slower side's compute, per pass: p50 / p99 us) and "
+              "draft-ahead (share of drafts made ahead that were used; share of draft compute hidden "
+              "behind verification).\n")
+        print("| level | policy | overhead p50 us | overhead p99 us | draft-ahead hit rate | draft time hidden |")
+        print("|---|---|---|---|---|---|")
+        for r in rates:
+            for p in policies:
+                c = cells[(p, r)]
+                if c is None or not c.overhead_p50:
+                    continue
+                print("| %s | %s | %s | %s | %s | %s |" % (
+                    r, p, " / ".join("%.0f" % x for x in c.overhead_p50),
+                    " / ".join("%.0f" % x for x in c.overhead_p99),
+                    "-" if c.ahead_hit is None else "%.2f" % c.ahead_hit,
+                    "-" if c.hidden_share is None else "%.2f" % c.hidden_share))
 
 
 if __name__ == "__main__":

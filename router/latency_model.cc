@@ -149,6 +149,7 @@ double LatencyModel::draft_scale(const std::string& pool) const {
 }
 
 ForwardCoefficients LatencyModel::EffectiveTarget() const {
+  if (refit_target_.has_value()) return *refit_target_;
   return {target_.alpha * target_scale_, target_.gamma * target_scale_,
           target_.delta * target_scale_};
 }
@@ -164,6 +165,7 @@ DrafterCost LatencyModel::EffectiveDrafter(const std::string& pool) const {
 }
 
 double LatencyModel::TargetSeconds(double n_context, double n_batched) const {
+  if (refit_target_.has_value()) return refit_target_->Predict(n_context, n_batched);
   return target_scale_ * target_.Predict(n_context, n_batched);
 }
 
@@ -219,6 +221,10 @@ std::string LatencyModel::Summary() const {
   std::string s = absl::StrFormat(
       "%s | target alpha=%.3g gamma=%.3g delta=%.3g (x%.2f) rpc=%.3gs", description_,
       target_.alpha, target_.gamma, target_.delta, target_scale_, rpc_seconds_);
+  if (refit_target_.has_value()) {
+    absl::StrAppendFormat(&s, " | refit alpha=%.3g gamma=%.3g delta=%.3g", refit_target_->alpha,
+                          refit_target_->gamma, refit_target_->delta);
+  }
   for (const auto& [name, cost] : drafters_) {
     if (cost.model_free) {
       absl::StrAppendFormat(&s, " | %s const=%.3gs", name, cost.constant_seconds);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -75,6 +76,10 @@ class LatencyModel {
                     double first_forward_tokens = -1);
   void ObserveRpcOverhead(double seconds_per_rpc);
   double target_scale() const { return target_scale_; }
+  // Coefficients refitted online from observed steps (router/online_fit.h): once set, target
+  // predictions use them as they are (the multiplicative correction no longer applies).
+  void SetRefitTarget(const ForwardCoefficients& c) { refit_target_ = c; }
+  const std::optional<ForwardCoefficients>& refit_target() const { return refit_target_; }
   double draft_scale(const std::string& pool) const;
 
   // Short human-readable summary for GetServerInfo.
@@ -91,6 +96,7 @@ class LatencyModel {
   double rpc_file_seconds_ = 0;
   double rpc_seconds_ = 0;
   double target_scale_ = 1.0;
+  std::optional<ForwardCoefficients> refit_target_;
   std::map<std::string, double> draft_scales_;
   nlohmann::json fit_info_;  // carried through load/save untouched
 };

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/engine/chat_template/chat_template.h"
@@ -373,6 +374,9 @@ int main(int argc, char** argv) {
   }
   // Before any thread exists, so every gRPC thread inherits the blocked mask.
   splitspec::rpc::BlockTerminationSignals();
+  // Abseil's lock-order graph (on unless the library was built with NDEBUG) costs every
+  // Mutex::Lock a lookup; the tests, TSan builds included, check lock order instead.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   auto flags = splitspec::rpc::Flags::Parse(argc, argv, {});
   if (!flags.ok()) return Fail(flags.status());
   return Run(*flags);

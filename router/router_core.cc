@@ -436,6 +436,8 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   snapshot_.completed = completed_;
   snapshot_.draft_ahead_used = draft_ahead_used_;
   snapshot_.draft_ahead_dropped = draft_ahead_dropped_;
+  snapshot_.draft_seconds_total = draft_seconds_total_;
+  snapshot_.hidden_draft_seconds_total = hidden_draft_seconds_total_;
   snapshot_.reserved_blocks = reserved_blocks_;
   snapshot_.total_blocks = replicas_.UpTotalBlocks();
   if (!refresh) return;
@@ -447,6 +449,7 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   for (const std::string& p : pool_names_) snapshot_.acceptance_by_pool[p] = tracker_.Pool(p);
   snapshot_.k_histogram = k_histogram_;
   snapshot_.latency_model = latency_.Summary();
+  snapshot_.latency_refit = target_fit_.Describe();
 }
 
 ServerInfo RouterCore::Snapshot() const {

@@ -57,7 +57,9 @@
 #include "router/latency_model.h"
 #include "router/mutex.h"
 #include "router/policy.h"
+#include "router/online_fit.h"
 #include "router/pool_selector.h"
+#include "router/side_thread.h"
 #include "router/request_types.h"
 #include "router/verifier_replicas.h"
 #include "router/worker_clients.h"
@@ -78,6 +80,8 @@ struct StepStats {
   int32_t draft_ahead_issued = 0;  // drafts made ahead for the next step (pipeline)
   int32_t draft_ahead_used = 0;    // drafts of this step that were made ahead (no Propose wait)
   int32_t draft_ahead_dropped = 0; // drafts made ahead whose hypothesis failed
+  double draft_ahead_seconds = 0;  // drafters' reported compute for the drafts made ahead
+  double hidden_draft_seconds = 0; // of it, what ran while the verifier computed
   double schedule_seconds = 0;    // admission + pool choice + policy
   double prefill_seconds = 0;     // wall time of the Prefill call (0 without one)
   double draft_seconds = 0;       // drafters' reported compute
@@ -104,8 +108,11 @@ struct ServerInfo {
   int64_t completed = 0;
   int64_t draft_ahead_used = 0;     // pipeline: drafts made ahead and used
   int64_t draft_ahead_dropped = 0;  // pipeline: drafts made ahead whose hypothesis failed
+  double draft_seconds_total = 0;   // drafters' compute, serial and ahead
+  double hidden_draft_seconds_total = 0;  // of it, overlapped with verification
   std::map<int32_t, int64_t> k_histogram;  // chosen k per request-step, lifetime
   std::string latency_model;
+  nlohmann::json latency_refit;  // OnlineForwardFit::Describe()
   double overhead_p50_us = 0;
   double overhead_p99_us = 0;
   int32_t total_blocks = 0;
@@ -271,8 +278,12 @@ class RouterCore {
   const Clock* const clock_;
   AcceptanceTracker tracker_;
   TreeAcceptance tree_acceptance_;
+  OnlineForwardFit target_fit_;  // the target's latency coefficients, refitted online
+  SideThread side_thread_;  // runs the draft-ahead beside the verify call
   int64_t draft_ahead_used_ = 0;
   int64_t draft_ahead_dropped_ = 0;
+  double draft_seconds_total_ = 0;
+  double hidden_draft_seconds_total_ = 0;
 
   mutable Mutex mu_;
   CondVar work_cv_;  // signalled when waiting_/cancels_ gain entries

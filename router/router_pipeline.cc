@@ -11,11 +11,16 @@
 //  - otherwise the draft is dropped and `known` stays at the committed length the drafter
 //    shared before the hypothesis, so the next Propose truncates the hypothetical tokens
 //    (DrafterCore keeps only known_length tokens) and catches up from there.
+// A request is drafted ahead only when that is expected to pay (PlanDraftAhead): the draft it
+// saves, times the chance that chain and guess all land (its acceptance estimate to the power
+// k + 1), against the part of a useless draft-ahead the verify call would not hide (the step
+// waits for both). The drafter's extra work runs on its own process, so that is the only cost.
 // Output stays exact: a draft made ahead was drafted from exactly the history the next step
 // verifies against, as any other draft; the verifier decides acceptance as always. Sampled
 // drafts made ahead and dropped only advance the drafter's random stream, which is
 // independent of the verifier's.
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "router/parallel_calls.h"
@@ -55,6 +60,14 @@ void RouterCore::KeepGuess(size_t i, StepPlan* plan) {
 }
 
 std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& plan) {
+  // The verify call this step is about to make, as the latency model predicts it: a draft made
+  // ahead that takes longer than that delays the step even when it turns out useless.
+  double context = 0, fed = 0;
+  for (size_t i = 0; i < plan.batch.size(); ++i) {
+    context += static_cast<double>(plan.batch[i]->history.size());
+    fed += 1.0 + static_cast<double>(plan.drafts[i].tokens.size());
+  }
+  const double verify_seconds = latency_.TargetSeconds(context, fed);
   std::map<std::string, AheadCall> by_pool;
   for (size_t i = 0; i < plan.batch.size(); ++i) {
     const Active* r = plan.batch[i];
@@ -71,6 +84,15 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
                                           : plan.max_k + 1;
     const int32_t depth = std::min({k + 1, plan.max_k, remaining, room});
     if (depth <= 1) continue;
+    // Worth it when the draft it saves (with the chance that chain and guess all land, each
+    // token at the request's acceptance estimate) outweighs what a useless one costs: the part
+    // of it the verify call does not hide.
+    const double a = tracker_.Request(r->id, r->pool);
+    const double hit = std::pow(std::clamp(a, 0.0, 1.0), k + 1);
+    const double draft_seconds = latency_.DraftSeconds(
+        r->pool, std::vector<int32_t>{static_cast<int32_t>(r->history.size() + assumed.size())},
+        std::vector<int32_t>{depth});
+    if (hit * draft_seconds < (1.0 - hit) * std::max(0.0, draft_seconds - verify_seconds)) continue;
     AheadCall& call = by_pool[r->pool];
     call.pool = r->pool;
     spec::ProposeItem item;
@@ -114,6 +136,10 @@ void RouterCore::ApplyDraftAhead(const StepPlan& plan, std::vector<AheadCall>& c
   for (AheadCall& call : calls) {
     std::map<RequestId, spec::ProposeResult*> by_id;
     if (call.response.ok()) {
+      stats->draft_ahead_seconds += call.response->compute_seconds;
+      // Pools draft ahead in parallel with each other and with the verifier: what a pool
+      // computed within the verifier's compute time was hidden behind it.
+      stats->hidden_draft_seconds += std::min(call.response->compute_seconds, plan.verify_compute);
       for (spec::ProposeResult& res : call.response->results) by_id[res.id] = &res;
     }
     for (size_t m = 0; m < call.members.size(); ++m) {

@@ -341,16 +341,13 @@ std::vector<RouterCore::ReplicaCall> RouterCore::VerifyOnReplicas(StepPlan* plan
     items.push_back(std::move(batch));
     calls.push_back(std::move(call));
   }
-  const size_t extra = alongside ? 1 : 0;
-  RunInParallel(calls.size() + extra, [this, &calls, &items, &alongside](size_t c) {
-    if (c == calls.size()) {
-      alongside();
-      return;
-    }
+  if (alongside) side_thread_.Start(alongside);
+  RunInParallel(calls.size(), [this, &calls, &items](size_t c) {
     const double start = clock_->NowSeconds();
     calls[c].response = replicas_.at(calls[c].replica).client->Verify(items[c]);
     calls[c].wall_seconds = clock_->NowSeconds() - start;
   });
+  if (alongside) side_thread_.Wait();
   for (const ReplicaCall& call : calls) {
     ++plan->rpcs;
     if (!call.response.ok()) continue;
@@ -438,11 +435,15 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
   ++steps_;
   draft_ahead_used_ += stats->draft_ahead_used;
   draft_ahead_dropped_ += stats->draft_ahead_dropped;
+  draft_seconds_total_ += plan.draft_compute + stats->draft_ahead_seconds;
+  hidden_draft_seconds_total_ += stats->hidden_draft_seconds;
   bool any_verified = false;
   for (const ReplicaCall& call : calls) {
     if (!call.response.ok()) continue;
     any_verified = true;
     latency_.ObserveTarget(call.context_tokens, call.fed_tokens, call.response->compute_seconds);
+    target_fit_.Observe(call.context_tokens, call.fed_tokens, call.response->compute_seconds);
+    if (target_fit_.current().has_value()) latency_.SetRefitTarget(target_fit_.current()->coefficients);
   }
   stats->verify_seconds = plan.verify_compute;
   stats->wall_seconds = clock_->NowSeconds() - plan.started_at;

@@ -10,6 +10,7 @@
 #                   smartspec:noprefix,analytical]
 #       [--workload mix] [--levels 1:30,4:10,16:3] [--passes 2] [--drain 90] [--max-tokens 64]
 #       [--latency-model configs/latency/cpu-2core-default-pair.json] [--no-pin] [--out DIR]
+#       [--router-flags "--max-k 32 ..."]
 #
 # --levels RATE:SECONDS,...: Poisson arrivals at RATE req/s for SECONDS each, so every cell
 # gets about RATE * SECONDS requests; a level cN:SECONDS is closed-loop instead: N clients, each
@@ -19,7 +20,8 @@
 # Policy configs: smartspec = configs/policies/smartspec-batch.json; smartspec:request = smartspec
 # with smartspec-request.json; smartspec:noprefix = smartspec-batch.json with
 # "prefix_search": false (the candidate-batch search off); P = configs/policies/P.json when it
-# exists. `none` gets no drafter (plain decoding; see docs/benchmarks.md). Placement as
+# exists; a `+pipeline` suffix (static:3+pipeline) runs the same policy with --pipeline on.
+# --router-flags are added to every router (e.g. --max-k 32 for trees of 32 nodes). `none` gets no drafter (plain decoding; see docs/benchmarks.md). Placement as
 # scripts/bench-sweep.sh: verifier on CPU 1, drafter on CPU 0, one engine thread each; router
 # and load generator unpinned. No metrics servers (--metrics-port -1), so it runs beside
 # other services. Output: OUT/pass<N>/<policy>-<rate>.{json,csv}, OUT/logs/, OUT/compare.md.
@@ -38,6 +40,7 @@ max_tokens=64
 latency_model=configs/latency/cpu-2core-default-pair.json
 pin=1
 out=""
+router_extra=""
 while (($#)); do
   case "$1" in
     --build-dir) build="$2"; shift ;;
@@ -52,7 +55,8 @@ while (($#)); do
     --latency-model) latency_model="$2"; shift ;;
     --no-pin) pin=0 ;;
     --out) out="$2"; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --router-flags) router_extra="$2"; shift ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -104,8 +108,12 @@ sed 's/"granularity": "batch",/"granularity": "batch", "prefix_search": false,/'
 # run_cell PASS POLICY RATE SECONDS: a fresh router for POLICY, one bench level, router stopped.
 run_cell() {
   local pass="$1" policy="$2" rate="$3" seconds="$4"
-  local safe="${policy//:/-}"
-  local router_flags
+  local safe="${policy//:/-}" label="$policy"
+  local router_flags pipeline_flags=()
+  if [[ "$policy" == *+pipeline ]]; then
+    pipeline_flags=(--pipeline on)
+    policy="${policy%+pipeline}"
+  fi
   case "$policy" in
     smartspec) router_flags=(--policy smartspec --policy-config configs/policies/smartspec-batch.json) ;;
     smartspec:request) router_flags=(--policy smartspec --policy-config configs/policies/smartspec-request.json) ;;
@@ -116,6 +124,9 @@ run_cell() {
       ;;
   esac
   [ -n "$latency_model" ] && router_flags+=(--latency-model "$latency_model")
+  router_flags+=("${pipeline_flags[@]}")
+  # shellcheck disable=SC2206  # word splitting of the extra flags is the point
+  [ -n "$router_extra" ] && router_flags+=($router_extra)
   local pool_flags=(--drafter "model=$drafter_addr")
   [ "$policy" = none ] && pool_flags=()
   start "router-$pass-$safe-$rate" "$bin/splitspec-router" --verifier "$verifier_addr" "${pool_flags[@]}" \
@@ -127,11 +138,11 @@ run_cell() {
   [[ "$rate" == c* ]] && load_flags=(--concurrency "${rate#c}")
   "$bin/splitspec" bench --router "$started_addr" --workload "bench/workloads/$workload.jsonl" \
     "${load_flags[@]}" --duration "$seconds" --drain "$drain" --max-tokens "$max_tokens" \
-    --max-inflight 256 --ignore-eos --seed 1 --no-progress --label "$policy@$rate" \
+    --max-inflight 256 --ignore-eos --seed 1 --no-progress --label "$label@$rate" \
     --out-prefix "$out/pass$pass/$safe-$rate" > "$out/logs/bench-$pass-$safe-$rate.txt" 2>&1 ||
     echo "   (bench exited with $? for $policy @ $rate req/s)"
   stop_pid "$router_pid"
-  echo "   pass $pass  level $rate  $policy  done (load $(cut -d' ' -f1 /proc/loadavg))"
+  echo "   pass $pass  level $rate  $label  done (load $(cut -d' ' -f1 /proc/loadavg))"
 }
 
 for ((pass = 1; pass <= passes; pass++)); do

@@ -195,6 +195,7 @@ nlohmann::json ToJson(const nlohmann::json& settings, const std::vector<LevelRes
                              {"name", LevelName(level)},
                              {"summary", summary},
                              {"server_state", level.server_state},
+                             {"server_info", level.server_info},
                              {"load_average", level.load_average},
                              {"requests", requests}});
   }

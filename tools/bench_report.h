@@ -23,6 +23,7 @@ struct LevelResult {
   int64_t dropped = 0;  // open-loop arrivals never sent (see LoadResult)
   std::vector<RequestRecord> records;
   std::string server_state;  // the router's policy_state_json after the level
+  std::string server_info;   // the router's whole /server_info document after the level
   double load_average = -1;  // the machine's 1-minute load average after the level (-1: unknown)
 };
 

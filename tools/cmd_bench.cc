@@ -163,8 +163,10 @@ int RunBench(const Args& args) {
     level.dropped = load.dropped;
     level.load_average = LoadAverage();
     level.summary = bench::SummarizeRun(level.records);
-    if (auto after = client.GetServerInfo(absl::Seconds(10)); after.ok())
+    if (auto after = client.GetServerInfo(absl::Seconds(10)); after.ok()) {
       level.server_state = after->policy_state_json();
+      level.server_info = after->server_info_json();
+    }
     std::printf("%s", bench::FormatLevel(level).c_str());
     std::fflush(stdout);
     levels.push_back(std::move(level));

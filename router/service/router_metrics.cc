@@ -191,6 +191,16 @@ nlohmann::json RouterMetrics::ServerInfoJson(const ServerInfo& core_info) const 
   info["reserved_blocks"] = core_info.reserved_blocks;
   info["overhead_p50_us"] = core_info.overhead_p50_us;
   info["overhead_p99_us"] = core_info.overhead_p99_us;
+  info["latency_model"] = core_info.latency_model;
+  info["latency_refit"] = core_info.latency_refit;
+  info["pipeline"] = {
+      {"draft_ahead_used", core_info.draft_ahead_used},
+      {"draft_ahead_dropped", core_info.draft_ahead_dropped},
+      {"draft_seconds", core_info.draft_seconds_total},
+      {"hidden_draft_seconds", core_info.hidden_draft_seconds_total},
+      {"hidden_share", core_info.draft_seconds_total > 0
+                           ? core_info.hidden_draft_seconds_total / core_info.draft_seconds_total
+                           : 0.0}};
   return info;
 }
 
