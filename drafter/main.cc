@@ -44,7 +44,7 @@ constexpr char kUsage[] =
     "  --ngram                  propose from n-gram matches in the request's own tokens (no model)\n"
     "  --ngram-min N            shortest n-gram to match (1)\n"
     "  --ngram-max N            longest n-gram to match (4)\n"
-    "  --host H                 address to listen on (127.0.0.1)\n"
+    "  --host H                 address to listen on (127.0.0.1); unix:///PATH = a Unix socket\n"
     "  --port P                 gRPC port (50052; 0 = a free port)\n"
     "  --max-draft-tokens K     largest proposal per request and step (16)\n"
     "  --kv-blocks N            KV-cache blocks of the draft model (1024)\n"
@@ -86,7 +86,7 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto max_history = flags.GetInt("max-history-tokens", 4 << 20);
   const std::string host = flags.GetString("host", "127.0.0.1");
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kDrafterMetricsPort);
-  const std::string metrics_host = flags.GetString("metrics-host", host);
+  const std::string metrics_host = flags.GetString("metrics-host", splitspec::rpc::IsUnixSocket(host) ? "127.0.0.1" : host);
   for (const absl::Status& s : {ngram_min.status(), ngram_max.status(), port.status(), max_draft.status(),
                                 kv_blocks.status(), block_size.status(), threads.status(), drain.status(),
                                 lease.status(), max_sessions.status(), max_history.status(),

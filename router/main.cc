@@ -64,7 +64,7 @@ constexpr char kUsage[] =
     "  --drafter [NAME=]ADDR[,ADDR...]\n"
     "                               a drafter pool; repeat for several (default names: default, d0, d1, ...);\n"
     "                               further addresses are standbys of the pool\n"
-    "  --host H                     address to listen on (127.0.0.1)\n"
+    "  --host H                     address to listen on (127.0.0.1); unix:///PATH = a Unix socket\n"
     "  --port P                     gRPC port (50050; 0 = a free port)\n"
     "  --policy NAME                none|static:K|static-tree:D:N|smartspec|sglang-tiers|analytical|fsm|\n"
     "                               cache-fsm (none)\n"
@@ -130,9 +130,9 @@ int Run(const rpc::Flags& flags) {
   auto deadline_floor = flags.GetDouble("deadline-floor-seconds", 0.5);
   auto probe_interval = flags.GetDouble("probe-interval-seconds", 0.25);
   auto metrics_port = flags.GetInt("metrics-port", metrics::kRouterMetricsPort);
-  const std::string metrics_host = flags.GetString("metrics-host", host);
+  const std::string metrics_host = flags.GetString("metrics-host", splitspec::rpc::IsUnixSocket(host) ? "127.0.0.1" : host);
   auto http_port = flags.GetInt("http-port", -1);
-  const std::string http_host = flags.GetString("http-host", host);
+  const std::string http_host = flags.GetString("http-host", splitspec::rpc::IsUnixSocket(host) ? "127.0.0.1" : host);
   std::string api_key = flags.GetString("api-key");
   const std::string api_key_file = flags.GetString("api-key-file");
   const std::string chat_template_path = flags.GetString("chat-template");

@@ -34,6 +34,7 @@ int UsageError(const std::string& message) {
 
 // The benchmark is a load generator: keep it pointed at this machine.
 bool IsLoopback(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) return true;  // a Unix socket is on this machine by definition
   std::string host = address;
   if (absl::StartsWith(host, "ipv4:")) host = host.substr(5);
   if (absl::StartsWith(host, "ipv6:")) host = host.substr(5);
@@ -82,7 +83,7 @@ int RunBench(const Args& args) {
   args.CheckAllUsed();
 
   if (!IsLoopback(router))
-    return UsageError("--router must be a loopback address (127.x.x.x, localhost, [::1])");
+    return UsageError("--router must be a loopback address (127.x.x.x, localhost, [::1]) or unix:PATH");
   if (!(duration > 0 && duration <= 3600))
     return UsageError("--duration must be in (0, 3600] seconds");
   if (!(drain >= 0 && drain <= 3600)) return UsageError("--drain must be in [0, 3600] seconds");
@@ -209,7 +210,7 @@ int RunBench(const Args& args) {
 
 RegisterCommand kRegister(
     "bench", "serving benchmark against a loopback router (throughput, TTFT, TPOT, ITL, E2E, accept length)",
-    "  --router ADDR             the router's address; loopback only (required)\n"
+    "  --router ADDR             the router's address; loopback or unix:PATH only (required)\n"
     "  --workload FILE.jsonl     prompts, one JSON object a line (required)\n"
     "  --rates R1,R2,...|inf     Poisson request rates per second, one level each (1)\n"
     "  --concurrency C1,C2,...   closed-loop client counts instead of --rates\n"

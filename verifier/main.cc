@@ -53,7 +53,7 @@ constexpr char kUsage[] =
     "  --model DIR              target model directory (config.json, *.safetensors, tokenizer.model)\n"
     "  --device cpu|cuda|cuda:N where the model runs (cpu)\n"
     "  --quantize none|int8     int8: quantize the weight matrices at load (Q8_0; CPU only) (none)\n"
-    "  --host H                 address to listen on (127.0.0.1)\n"
+    "  --host H                 address to listen on (127.0.0.1); unix:///PATH = a Unix socket\n"
     "  --port P                 gRPC port (50051; 0 = a free port)\n"
     "  --max-draft-tokens K     largest draft tree per request and step (64)\n"
     "  --kv-blocks N            KV-cache blocks (1024)\n"
@@ -209,7 +209,7 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto drain = flags.GetDouble("drain-seconds", 10);
   const std::string host = flags.GetString("host", "127.0.0.1");
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kVerifierMetricsPort);
-  const std::string metrics_host = flags.GetString("metrics-host", host);
+  const std::string metrics_host = flags.GetString("metrics-host", splitspec::rpc::IsUnixSocket(host) ? "127.0.0.1" : host);
   for (const absl::Status& s : {port.status(), max_draft.status(), kv_blocks.status(), block_size.status(),
                                 max_context.status(), lease.status(), max_sessions.status(), threads.status(), tp.status(), tp_rank.status(), drain.status(),
                                 metrics_port.status(), flags.CheckAllUsed()}) {

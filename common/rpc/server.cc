@@ -15,6 +15,7 @@ namespace {
 
 // Replaces the port of "host:port" (IPv6 hosts come bracketed, so the last ':' splits).
 std::string WithPort(const std::string& address, int port) {
+  if (IsUnixSocket(address)) return address;
   const size_t colon = address.rfind(':');
   const std::string host = colon == std::string::npos ? address : address.substr(0, colon);
   return absl::StrCat(host, ":", port);
@@ -96,8 +97,11 @@ int WaitForTerminationSignal() {
 }
 
 std::string JoinHostPort(const std::string& host, int port) {
+  if (IsUnixSocket(host)) return host;  // a Unix socket has no port
   if (host.find(':') != std::string::npos && host.front() != '[') return absl::StrCat("[", host, "]:", port);
   return absl::StrCat(host, ":", port);
 }
+
+bool IsUnixSocket(const std::string& address) { return address.rfind("unix:", 0) == 0; }
 
 }  // namespace splitspec::rpc

@@ -64,6 +64,9 @@ int WaitForTerminationSignal();
 
 // "127.0.0.1:P" style address from a --host/--port pair.
 std::string JoinHostPort(const std::string& host, int port);
+// "unix:PATH" / "unix:///ABSOLUTE/PATH": a Unix domain socket (services on one host skip the
+// TCP stack); JoinHostPort returns such a host as it is, without a port.
+bool IsUnixSocket(const std::string& address);
 
 }  // namespace splitspec::rpc
 

@@ -16,6 +16,7 @@
 #include "common/rpc/worker_clients.h"
 #include "splitspec/v1/router.grpc.pb.h"
 #include "tests/integration/cluster.h"
+#include "tests/support/scoped_temp_dir.h"
 #include "tests/unit/verifier/test_models.h"
 
 namespace splitspec::testing {
@@ -162,6 +163,32 @@ TEST_F(ServicesTest, SixteenConcurrentStreamsCompleteWithCorrectOutputs) {
       EXPECT_EQ(outputs[i].tokens, Reference(prompts[i], lengths[i])) << policy << " request " << i;
     }
   }
+}
+
+// Services on one host can talk over Unix sockets (--host unix:///PATH, and the same address on
+// the router's --verifier / --drafter); the output is the target's as over TCP.
+TEST_F(ServicesTest, ServicesOverUnixSocketsGiveTheSameOutput) {
+  const TestModels& models = GetTestModels();
+  splitspec::testing::ScopedTempDir dir("unix_sockets_");
+  const std::string verifier_socket = "unix://" + dir.path() + "/verifier.sock";
+  const std::string drafter_socket = "unix://" + dir.path() + "/drafter.sock";
+  const std::string router_socket = "unix://" + dir.path() + "/router.sock";
+  auto verifier = Process::Start({SPLITSPEC_VERIFIER_BIN, "--model", models.target_dir, "--host", verifier_socket,
+                                  "--threads", "1", "--metrics-port", "-1"});
+  auto drafter = Process::Start({SPLITSPEC_DRAFTER_BIN, "--model", models.draft_dir, "--host", drafter_socket,
+                                 "--threads", "1", "--metrics-port", "-1"});
+  EXPECT_EQ(verifier->address(), verifier_socket);
+  auto router = Process::Start({SPLITSPEC_ROUTER_BIN, "--verifier", verifier_socket, "--drafter",
+                                "model=" + drafter_socket, "--host", router_socket, "--metrics-port", "-1",
+                                "--policy", "static:3"});
+  EXPECT_EQ(router->address(), router_socket);
+  const Generated out = Generate(router->address(), TokenRequest(kVaried, kMaxTokens, "model"));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.tokens, Reference(kVaried, kMaxTokens));
+  EXPECT_GT(out.final.usage().drafted_tokens(), 0);
+  EXPECT_EQ(router->Stop(), 0);
+  EXPECT_EQ(drafter->Stop(), 0);
+  EXPECT_EQ(verifier->Stop(), 0);
 }
 
 TEST_F(ServicesTest, CancelMidStreamReleasesDrafterAndVerifierSessions) {
