@@ -74,7 +74,8 @@ double GoodputModel::PrefixStepSecondsFor(size_t size, absl::Span<const int32_t>
       }
     }
     if (kk.empty()) continue;
-    t += model_.DraftSeconds(pools_[p], ctx, kk) + model_.RpcSeconds();
+    // With the pipeline part of the drafting runs while the target verifies.
+    t += model_.DraftSeconds(pools_[p], ctx, kk) * model_.draft_exposure() + model_.RpcSeconds();
   }
   return t;
 }

@@ -157,7 +157,8 @@ ForwardCoefficients LatencyModel::EffectiveTarget() const {
 DrafterCost LatencyModel::EffectiveDrafter(const std::string& pool) const {
   const DrafterCost* raw = FindDrafter(pool);
   if (raw == nullptr) return DrafterCost{true, {}, 0};
-  const double s = draft_scale(pool);
+  // What a step waits for: with the pipeline part of the drafting is hidden (draft_exposure).
+  const double s = draft_scale(pool) * draft_exposure_;
   DrafterCost c = *raw;
   c.forward = {c.forward.alpha * s, c.forward.gamma * s, c.forward.delta * s};
   c.constant_seconds *= s;
@@ -212,6 +213,11 @@ void LatencyModel::ObserveDraft(const std::string& pool, absl::Span<const int32_
       UpdateScale(scale, RawDraftSeconds(*raw, ctx, k, first_forward_tokens), observed);
 }
 
+void LatencyModel::ObserveDraftExposure(double exposed_share) {
+  if (!std::isfinite(exposed_share)) return;
+  draft_exposure_ = (1 - kScaleEma) * draft_exposure_ + kScaleEma * std::clamp(exposed_share, 0.0, 1.0);
+}
+
 void LatencyModel::ObserveRpcOverhead(double seconds_per_rpc) {
   if (!(seconds_per_rpc >= 0) || !std::isfinite(seconds_per_rpc)) return;
   rpc_seconds_ = (1 - kScaleEma) * rpc_seconds_ + kScaleEma * seconds_per_rpc;
@@ -221,6 +227,7 @@ std::string LatencyModel::Summary() const {
   std::string s = absl::StrFormat(
       "%s | target alpha=%.3g gamma=%.3g delta=%.3g (x%.2f) rpc=%.3gs", description_,
       target_.alpha, target_.gamma, target_.delta, target_scale_, rpc_seconds_);
+  if (draft_exposure_ < 1.0) absl::StrAppendFormat(&s, " | draft exposed %.2f", draft_exposure_);
   if (refit_target_.has_value()) {
     absl::StrAppendFormat(&s, " | refit alpha=%.3g gamma=%.3g delta=%.3g", refit_target_->alpha,
                           refit_target_->gamma, refit_target_->delta);

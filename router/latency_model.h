@@ -51,7 +51,8 @@ class LatencyModel {
   void set_description(std::string d) { description_ = std::move(d); }
   const std::string& description() const { return description_; }
 
-  // Coefficients with the online correction applied. A pool without its own entry uses
+  // Coefficients with the online correction applied (a drafter's also scaled by
+  // draft_exposure(): the cost a step waits for). A pool without its own entry uses
   // "default", else the first drafter entry, else a zero-cost model-free drafter.
   ForwardCoefficients EffectiveTarget() const;
   DrafterCost EffectiveDrafter(const std::string& pool) const;
@@ -79,6 +80,11 @@ class LatencyModel {
   // Coefficients refitted online from observed steps (router/online_fit.h): once set, target
   // predictions use them as they are (the multiplicative correction no longer applies).
   void SetRefitTarget(const ForwardCoefficients& c) { refit_target_ = c; }
+  // Pipeline (router_pipeline.cc): the share of draft compute a step still waits for, the rest
+  // running while the verifier computes. An EMA of observed steps; 1 without the pipeline.
+  // Goodput scales its draft cost by it (deadlines do not: a draft may still take that long).
+  void ObserveDraftExposure(double exposed_share);
+  double draft_exposure() const { return draft_exposure_; }
   const std::optional<ForwardCoefficients>& refit_target() const { return refit_target_; }
   double draft_scale(const std::string& pool) const;
 
@@ -97,6 +103,7 @@ class LatencyModel {
   double rpc_seconds_ = 0;
   double target_scale_ = 1.0;
   std::optional<ForwardCoefficients> refit_target_;
+  double draft_exposure_ = 1.0;
   std::map<std::string, double> draft_scales_;
   nlohmann::json fit_info_;  // carried through load/save untouched
 };

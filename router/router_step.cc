@@ -436,6 +436,12 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
   draft_ahead_used_ += stats->draft_ahead_used;
   draft_ahead_dropped_ += stats->draft_ahead_dropped;
   draft_seconds_total_ += plan.draft_compute + stats->draft_ahead_seconds;
+  if (options_.pipeline && plan.draft_compute + stats->draft_ahead_seconds > 0) {
+    // What of this step's drafting the step waited for: the serial Propose calls, and what of
+    // the drafts made ahead outlasted the verifier.
+    const double exposed = plan.draft_compute + (stats->draft_ahead_seconds - stats->hidden_draft_seconds);
+    latency_.ObserveDraftExposure(exposed / (plan.draft_compute + stats->draft_ahead_seconds));
+  }
   hidden_draft_seconds_total_ += stats->hidden_draft_seconds;
   bool any_verified = false;
   for (const ReplicaCall& call : calls) {

@@ -54,6 +54,27 @@ TEST(GoodputTest, StepSecondsFollowsTheLinearModel) {
               1e-12);
 }
 
+// With the pipeline hiding half of the drafting behind verification, a step waits for half of
+// the draft time, in the step time and in the exact optimiser's costs alike.
+TEST(GoodputTest, DraftExposureScalesTheDraftCost) {
+  LatencyModel m = TwoPoolModel();
+  const std::vector<GoodputItem> items = {{100, 0.7, "draft", true}, {50, 0.5, "draft", true}};
+  const std::vector<int32_t> k = {2, 1};
+  const double serial = GoodputModel(m, items, 4).StepSeconds(k);
+  for (int i = 0; i < 200; ++i) m.ObserveDraftExposure(0.5);
+  EXPECT_NEAR(m.draft_exposure(), 0.5, 1e-6);
+  GoodputModel g(m, items, 4);
+  const double target = 1e-6 * 150 + 2e-4 * 5 + 0.010;
+  const double draft = (2e-7 * 150 + 3e-5 * 2 + 0.002) + (2e-7 * 101 + 3e-5 * 1 + 0.002);
+  EXPECT_NEAR(serial - g.StepSeconds(k), 0.5 * draft, 1e-9);
+  EXPECT_NEAR(g.StepSeconds(k), target + 0.5 * draft + 2 * 0.0003, 1e-9);
+  EXPECT_NEAR(g.Goodput(g.BestPerRequest()), BruteForceBest(g, items, 4), 1e-9);
+  // Cheaper drafting never makes the best proposals shorter.
+  const std::vector<int32_t> before = GoodputModel(TwoPoolModel(), items, 4).BestPerRequest();
+  const std::vector<int32_t> after = g.BestPerRequest();
+  for (size_t i = 0; i < items.size(); ++i) EXPECT_GE(after[i], before[i]);
+}
+
 TEST(GoodputTest, PerRequestOptimumMatchesBruteForce) {
   const LatencyModel m = TwoPoolModel();
   std::mt19937_64 rng(123);
