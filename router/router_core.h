@@ -157,6 +157,9 @@ struct RouterOptions {
   // the next step on the hypothesis that the whole chain and the drafter's guess of the
   // target's next token are accepted; the next step uses that draft when the hypothesis held.
   bool pipeline = false;
+  // Drafter pools called at once (one thread per pool beyond the first); off for workers that
+  // share state between pools, like the simulator's on one virtual clock.
+  bool parallel_pool_calls = true;
 };
 
 class RouterCore {
@@ -247,7 +250,20 @@ class RouterCore {
   int32_t UsefulK(const Active& r, int32_t max_k) const;
   void PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats* stats);
   void Draft(StepPlan* plan, StepStats* stats);
-  void DraftForPool(const std::string& pool, const std::vector<size_t>& members, StepPlan* plan);
+  // One pool's Propose in a step: built and applied on the loop thread, called beside the
+  // other pools' (router_step.cc).
+  struct PoolCall {
+    std::string pool;
+    std::vector<size_t> members;  // indices into StepPlan::batch
+    std::vector<spec::ProposeItem> items;
+    std::vector<int32_t> ctx, depth;  // for the latency model
+    double catch_up_tokens = 0;
+    absl::Duration timeout;
+    absl::StatusOr<spec::ProposeResponse> response = absl::UnknownError("not called");
+    double wall_seconds = 0;
+  };
+  PoolCall BuildPoolCall(const std::string& pool, std::vector<size_t> members, const StepPlan& plan) const;
+  void ApplyPoolCall(PoolCall& call, StepPlan* plan);
   // Verifies, with `alongside` (may be empty) running on another thread meanwhile.
   std::vector<ReplicaCall> VerifyOnReplicas(StepPlan* plan, const std::function<void()>& alongside);
   // Draft-ahead (router_pipeline.cc).

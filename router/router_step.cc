@@ -1,5 +1,6 @@
 // RouterCore::DecodeStep and its named steps:
-//   ReconsiderPools -> PlanStep (policy, who runs, k) -> Draft (one Propose per pool)
+//   ReconsiderPools -> PlanStep (policy, who runs, k) -> Draft (one Propose per pool, pools
+//   in parallel)
 //   -> VerifyOnReplicas (one batched call per verifier replica, replicas in parallel)
 //   -> ApplyResults (tokens, stop conditions, per-item errors; a failed replica's requests
 //      move to another, router_failover.cc) -> ObserveStep (estimators, latency model,
@@ -231,22 +232,38 @@ void RouterCore::Draft(StepPlan* plan, StepStats* stats) {
       plan->guess[i] = -1;
     }
   }
+  std::vector<PoolCall> calls;
   for (const std::string& pool : pool_names_) {
     std::vector<size_t> members;
     for (size_t i = 0; i < plan->batch.size(); ++i) {
       if (plan->k[i] > 0 && !made_ahead[i] && plan->batch[i]->pool == pool) members.push_back(i);
     }
-    if (!members.empty()) DraftForPool(pool, members, plan);
+    if (!members.empty()) calls.push_back(BuildPoolCall(pool, std::move(members), *plan));
   }
+  // Every pool's Propose is in flight at once: no pool waits for another.
+  auto call_pool = [this, &calls](size_t c) {
+    PoolCall& call = calls[c];
+    DrafterClient* drafter = drafters_.at(call.pool);
+    drafter->SetCallTimeout(call.timeout);
+    const double start = clock_->NowSeconds();
+    call.response = drafter->Propose(call.items);
+    call.wall_seconds = clock_->NowSeconds() - start;
+  };
+  if (options_.parallel_pool_calls) {
+    RunInParallel(calls.size(), call_pool);
+  } else {
+    for (size_t c = 0; c < calls.size(); ++c) call_pool(c);
+  }
+  for (PoolCall& call : calls) ApplyPoolCall(call, plan);
 }
 
-void RouterCore::DraftForPool(const std::string& pool, const std::vector<size_t>& members,
-                              StepPlan* plan) {
-  std::vector<spec::ProposeItem> items;
-  std::vector<int32_t> ctx, kk;
-  double catch_up_tokens = 0;
-  for (size_t i : members) {
-    Active* r = plan->batch[i];
+RouterCore::PoolCall RouterCore::BuildPoolCall(const std::string& pool, std::vector<size_t> members,
+                                               const StepPlan& plan) const {
+  PoolCall call;
+  call.pool = pool;
+  call.members = std::move(members);
+  for (size_t i : call.members) {
+    const Active* r = plan.batch[i];
     int32_t known = 0;
     auto it = r->known.find(pool);
     if (it != r->known.end() && it->second <= static_cast<int32_t>(r->history.size())) {
@@ -256,55 +273,55 @@ void RouterCore::DraftForPool(const std::string& pool, const std::vector<size_t>
     item.id = r->id;
     item.known_length = known;
     item.new_tokens.assign(r->history.begin() + known, r->history.end());
-    catch_up_tokens += static_cast<double>(item.new_tokens.size());
-    item.shape.depth = plan->k[i];
-    const bool tree = plan->nodes[i] > plan->k[i];
+    call.catch_up_tokens += static_cast<double>(item.new_tokens.size());
+    item.shape.depth = plan.k[i];
+    const bool tree = plan.nodes[i] > plan.k[i];
     // Pipeline: a chain one deeper, its last token the guess a draft-ahead builds on.
-    if (options_.pipeline && !tree && plan->k[i] < plan->max_k) item.shape.depth = plan->k[i] + 1;
+    if (options_.pipeline && !tree && plan.k[i] < plan.max_k) item.shape.depth = plan.k[i] + 1;
     item.shape.branching = tree ? kTreeBranching : 1;
-    item.shape.max_nodes = tree ? plan->nodes[i] : 0;
+    item.shape.max_nodes = tree ? plan.nodes[i] : 0;
     item.sampling = r->request.sampling;
-    items.push_back(std::move(item));
-    ctx.push_back(static_cast<int32_t>(r->history.size()));
-    kk.push_back(plan->k[i]);
+    call.items.push_back(std::move(item));
+    call.ctx.push_back(static_cast<int32_t>(r->history.size()));
+    call.depth.push_back(plan.k[i]);
   }
-  DrafterClient* drafter = drafters_.at(pool);
   // Catch-up tokens (a whole history after a resend) are bounded by the target's cost for
   // them: generous, as a deadline should be.
-  drafter->SetCallTimeout(CallTimeout(latency_.DraftSeconds(pool, ctx, kk) +
-                                          latency_.TargetSeconds(0, catch_up_tokens) +
-                                          latency_.RpcSeconds(),
-                                      1.0));
-  const double ts = clock_->NowSeconds();
-  absl::StatusOr<spec::ProposeResponse> resp = drafter->Propose(items);
-  const double wall = clock_->NowSeconds() - ts;
+  call.timeout = CallTimeout(latency_.DraftSeconds(pool, call.ctx, call.depth) +
+                                 latency_.TargetSeconds(0, call.catch_up_tokens) + latency_.RpcSeconds(),
+                             1.0);
+  return call;
+}
+
+void RouterCore::ApplyPoolCall(PoolCall& call, StepPlan* plan) {
   ++plan->rpcs;
-  if (!resp.ok()) {
+  if (!call.response.ok()) {
     // No drafts this step; the drafter's state is unknown, so resend everything next time.
-    for (size_t i : members) {
-      plan->batch[i]->known[pool] = 0;
+    for (size_t i : call.members) {
+      plan->batch[i]->known[call.pool] = 0;
       plan->k[i] = 0;
       plan->nodes[i] = 0;
     }
-    plan->rpc_excess += wall;
+    plan->rpc_excess += call.wall_seconds;
     return;
   }
-  plan->draft_compute += resp->compute_seconds;
-  plan->rpc_excess += std::max(0.0, wall - resp->compute_seconds);
-  latency_.ObserveDraft(pool, ctx, kk, resp->compute_seconds, catch_up_tokens);
+  const spec::ProposeResponse& resp = *call.response;
+  plan->draft_compute += resp.compute_seconds;
+  plan->rpc_excess += std::max(0.0, call.wall_seconds - resp.compute_seconds);
+  latency_.ObserveDraft(call.pool, call.ctx, call.depth, resp.compute_seconds, call.catch_up_tokens);
   std::map<RequestId, spec::ProposeResult*> by_id;
-  for (spec::ProposeResult& res : resp->results) by_id[res.id] = &res;
-  for (size_t i : members) {
+  for (spec::ProposeResult& res : call.response->results) by_id[res.id] = &res;
+  for (size_t i : call.members) {
     Active* r = plan->batch[i];
     auto it = by_id.find(r->id);
     if (it == by_id.end() || !it->second->status.ok()) {
       // This item only: no draft, and its drafter session is resent in full next time.
-      r->known[pool] = 0;
+      r->known[call.pool] = 0;
       plan->k[i] = 0;
       plan->nodes[i] = 0;
       continue;
     }
-    r->known[pool] = static_cast<int32_t>(r->history.size());
+    r->known[call.pool] = static_cast<int32_t>(r->history.size());
     plan->drafts[i] = std::move(it->second->draft);
     if (options_.pipeline) KeepGuess(i, plan);
     if (!ValidDraft(plan->drafts[i], plan->k[i], plan->nodes[i], plan->vocab)) {

@@ -62,6 +62,9 @@ absl::StatusOr<SimResult> RunSimulation(const SimConfig& config, const std::stri
   opt.max_k = config.max_k;
   opt.acceptance = *acceptance;
   opt.snapshot_every_steps = 1024;
+  // The simulated drafters share one virtual clock and world: call them one at a time (the
+  // latency model costs pools one after another as well).
+  opt.parallel_pool_calls = false;
   opt.step_observer = [&](const StepStats& s) {
     ++steps;
     batch_sum += s.batch_size;
