@@ -145,7 +145,19 @@ const DrafterCost* LatencyModel::FindDrafter(const std::string& pool) const {
 
 double LatencyModel::draft_scale(const std::string& pool) const {
   auto it = draft_scales_.find(pool);
-  return it == draft_scales_.end() ? 1.0 : it->second;
+  if (it != draft_scales_.end()) return it->second;
+  // A pool never observed follows the target's correction: the file profiled both on one
+  // machine, so a target that runs faster or slower than the file says suggests the drafter
+  // does too. (Left at 1, an unobserved drafter would look ever dearer next to a refitted
+  // target, and a policy that therefore never drafts would never observe it.)
+  return TargetCorrection();
+}
+
+double LatencyModel::TargetCorrection() const {
+  if (!refit_target_.has_value()) return target_scale_;
+  // The refit's prediction over the file's at a typical decode step.
+  const double file = target_.Predict(1024, 4);
+  return file > 0 ? refit_target_->Predict(1024, 4) / file : 1.0;
 }
 
 ForwardCoefficients LatencyModel::EffectiveTarget() const {

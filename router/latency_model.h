@@ -87,6 +87,9 @@ class LatencyModel {
   double draft_exposure() const { return draft_exposure_; }
   const std::optional<ForwardCoefficients>& refit_target() const { return refit_target_; }
   double draft_scale(const std::string& pool) const;
+  // How far observed target steps are from the file's coefficients (the multiplicative
+  // correction, or the refit's ratio to the file at a typical step).
+  double TargetCorrection() const;
 
   // Short human-readable summary for GetServerInfo.
   std::string Summary() const;

@@ -127,5 +127,21 @@ TEST(LatencyModelTest, OnlineCorrectionPullsAWrongFileTowardsObservations) {
   EXPECT_NEAR(m.RpcSeconds(), 0.001, 1e-6);
 }
 
+// A pool that never drafted follows the target's correction (the refit's ratio to the file),
+// so a refitted target does not make an unobserved drafter look dearer than it is; an
+// observed pool keeps its own.
+TEST(LatencyModelTest, UnobservedPoolFollowsTheTargetCorrection) {
+  LatencyModel m;
+  m.set_target({1e-6, 2e-4, 0.010});
+  m.set_drafter("draft", DrafterCost{false, {2e-7, 3e-5, 0.002}, 0});
+  EXPECT_DOUBLE_EQ(m.draft_scale("draft"), 1.0);
+  m.SetRefitTarget({1e-7, 2e-5, 0.001});  // ten times faster than the file
+  EXPECT_NEAR(m.TargetCorrection(), 0.1, 1e-12);
+  EXPECT_NEAR(m.draft_scale("draft"), 0.1, 1e-12);
+  EXPECT_NEAR(m.DraftSeconds("draft", {100}, {1}), 0.1 * (2e-7 * 100 + 3e-5 + 0.002), 1e-12);
+  m.ObserveDraft("draft", {100}, {1}, 2e-7 * 100 + 3e-5 + 0.002);  // the file was right for it
+  EXPECT_GT(m.draft_scale("draft"), 0.1);
+}
+
 }  // namespace
 }  // namespace splitspec::router
