@@ -23,6 +23,7 @@
 #include "common/metrics/worker_metrics.h"
 #include "common/rpc/flags.h"
 #include "common/rpc/server.h"
+#include "common/rpc/serving_flags.h"
 #include "drafter/draft_model_proposer.h"
 #include "drafter/drafter_core.h"
 #include "drafter/drafter_service.h"
@@ -56,6 +57,13 @@ constexpr char kUsage[] =
     "  --max-history-tokens N   committed tokens held over all sessions (4194304)\n"
     "  --metrics-port P|0|-1    GET /metrics port (9401; 0 = a free port, -1 = off)\n"
     "  --metrics-host H         address of the metrics server (--host)\n"
+    "  --tls-cert FILE          serve mutual TLS with this certificate (PEM; with --tls-key and\n"
+    "                           --tls-client-ca: callers must present a certificate from that CA)\n"
+    "  --tls-key FILE           the certificate's private key (PEM)\n"
+    "  --tls-client-ca FILE     CA that client certificates must chain to (PEM)\n"
+    "  --health-port P|0        also serve grpc.health.v1 alone, in plaintext, on this port (for\n"
+    "                           probes without a certificate; off by default, 0 = a free port)\n"
+    "  --enable-reflection      gRPC server reflection (off: it lists every method to any caller)\n"
     "  --help                   print this help and exit\n"
     "\n"
     "Prints \"splitspec-drafter listening on HOST:PORT\" once serving. Flag errors and devices this\n"
@@ -87,7 +95,8 @@ int Run(const splitspec::rpc::Flags& flags) {
   const std::string host = flags.GetString("host", "127.0.0.1");
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kDrafterMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", splitspec::rpc::IsUnixSocket(host) ? "127.0.0.1" : host);
-  for (const absl::Status& s : {ngram_min.status(), ngram_max.status(), port.status(), max_draft.status(),
+  auto serving = splitspec::rpc::ParseWorkerServing(flags);
+  for (const absl::Status& s : {serving.status(), ngram_min.status(), ngram_max.status(), port.status(), max_draft.status(),
                                 kv_blocks.status(), block_size.status(), threads.status(), drain.status(),
                                 lease.status(), max_sessions.status(), max_history.status(),
                                 metrics_port.status(), flags.CheckAllUsed()}) {
@@ -150,17 +159,19 @@ int Run(const splitspec::rpc::Flags& flags) {
   splitspec::rpc::ServerOptions server_options;
   server_options.address = splitspec::rpc::JoinHostPort(host, *port);
   server_options.drain_timeout = absl::Seconds(*drain);
+  serving->ApplyTo(&server_options);
   auto server = splitspec::rpc::Server::Start(server_options, {&service}, {"splitspec.v1.Drafter"});
   if (!server.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
     return 1;
   }
-  std::printf("splitspec-drafter listening on %s (%s)\n", (*server)->address().c_str(),
-              core.Info().model_name.c_str());
+  std::printf("splitspec-drafter listening on %s (%s, %s)\n", (*server)->address().c_str(),
+              core.Info().model_name.c_str(), serving->Describe().c_str());
   if (*metrics_server != nullptr) {
     std::printf("splitspec-drafter metrics on %s\n",
                 splitspec::rpc::JoinHostPort(metrics_host, (*metrics_server)->port()).c_str());
   }
+  if ((*server)->health_port() >= 0) std::printf("splitspec-drafter health on port %d\n", (*server)->health_port());
   std::fflush(stdout);
   const int signal_number = splitspec::rpc::WaitForTerminationSignal();
   std::fprintf(stderr, "splitspec-drafter: signal %d, draining\n", signal_number);
@@ -178,7 +189,9 @@ int main(int argc, char** argv) {
   }
   // Before any thread exists, so every gRPC and OpenMP thread inherits the blocked mask.
   splitspec::rpc::BlockTerminationSignals();
-  auto flags = splitspec::rpc::Flags::Parse(argc, argv, {"ngram"});
+  std::set<std::string> boolean_flags = splitspec::rpc::WorkerServingBooleanFlags();
+  boolean_flags.insert("ngram");
+  auto flags = splitspec::rpc::Flags::Parse(argc, argv, boolean_flags);
   if (!flags.ok()) return Fail(flags.status());
   return Run(*flags);
 }

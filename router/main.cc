@@ -40,6 +40,7 @@
 #include "common/metrics/metrics_registry.h"
 #include "common/rpc/flags.h"
 #include "common/rpc/server.h"
+#include "common/rpc/serving_flags.h"
 #include "common/rpc/worker_clients.h"
 #include "router/clock.h"
 #include "router/latency_model.h"
@@ -89,8 +90,19 @@ constexpr char kUsage[] =
     "  --metrics-host H             address of the metrics server (--host)\n"
     "  --http-port P|0              OpenAI-compatible HTTP API port (off by default; 0 = a free port)\n"
     "  --http-host H                address of the HTTP API (--host)\n"
-    "  --api-key KEY                bearer key the HTTP API requires (default: none)\n"
+    "  --api-key KEY                bearer key the gRPC and HTTP APIs require (authorization metadata /\n"
+    "                               header \"Bearer KEY\"; default: none)\n"
     "  --api-key-file FILE          read the bearer key from FILE instead\n"
+    "  --worker-tls-cert FILE       call the workers over mutual TLS: this router's certificate (PEM;\n"
+    "                               with --worker-tls-key and --worker-tls-ca)\n"
+    "  --worker-tls-key FILE        its private key (PEM)\n"
+    "  --worker-tls-ca FILE         CA the workers' certificates must chain to (PEM)\n"
+    "  --tls-cert FILE              serve the public gRPC API over mutual TLS (with --tls-key and\n"
+    "                               --tls-client-ca)\n"
+    "  --tls-key FILE               its private key (PEM)\n"
+    "  --tls-client-ca FILE         CA that client certificates must chain to (PEM)\n"
+    "  --health-port P|0            also serve grpc.health.v1 alone, in plaintext, on this port (off)\n"
+    "  --enable-reflection          gRPC server reflection (off)\n"
     "  --chat-template FILE         Jinja chat template (default: tokenizer_config.json's in the model dir)\n"
     "  --http-threads N             HTTP worker threads; each in-flight request holds one (64)\n"
     "  --help                       print this help and exit\n"
@@ -135,6 +147,12 @@ int Run(const rpc::Flags& flags) {
   const std::string http_host = flags.GetString("http-host", splitspec::rpc::IsUnixSocket(host) ? "127.0.0.1" : host);
   std::string api_key = flags.GetString("api-key");
   const std::string api_key_file = flags.GetString("api-key-file");
+  rpc::TlsFiles worker_tls;
+  worker_tls.cert = flags.GetString("worker-tls-cert");
+  worker_tls.key = flags.GetString("worker-tls-key");
+  worker_tls.ca = flags.GetString("worker-tls-ca");
+  auto serving = rpc::ParseWorkerServing(flags);
+  if (!serving.ok()) return Fail(serving.status());
   const std::string chat_template_path = flags.GetString("chat-template");
   auto http_threads = flags.GetInt("http-threads", 64);
   for (const absl::Status& s : {port.status(), max_queue.status(), max_running.status(), max_k.status(),
@@ -160,6 +178,12 @@ int Run(const rpc::Flags& flags) {
     auto key = router::http::ReadApiKeyFile(api_key_file);
     if (!key.ok()) return Die("--api-key-file", key.status());
     api_key = *key;
+  }
+
+  // Every channel to a worker made from here on presents our certificate (mutual TLS).
+  if (absl::Status s = rpc::UseClientTls(worker_tls); !s.ok()) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--worker-tls-cert/--worker-tls-key/--worker-tls-ca: ", s.message())));
   }
 
   // Workers. One verifier replica must be up (its KV size drives admission); the other
@@ -215,6 +239,11 @@ int Run(const rpc::Flags& flags) {
   if (tokenizer_path.empty()) {
     auto dir = verifier.ModelDir();
     if (!dir.ok()) return Die("asking the verifier for its model dir", dir.status());
+    if (dir->empty()) {
+      return Fail(absl::FailedPreconditionError(
+          "the verifier does not reveal its model directory: pass --tokenizer PATH|none (or start the verifier "
+          "with --expose-model-path)"));
+    }
     model_dir = *dir;
     tokenizer_path = engine::TokenizerPathInModelDir(model_dir);
   } else if (tokenizer_path != "none") {
@@ -320,6 +349,7 @@ int Run(const rpc::Flags& flags) {
   service_options.model_name = verifier_info->model_name;
   service_options.vocab_size = verifier_info->vocab_size;
   service_options.metrics = router_metrics->get();
+  service_options.api_key = api_key;
   router::RouterService service(&core, tokenizer.get(), service_options);
   router::RouterLoop loop(&core, router_metrics->get());
   loop.Start();
@@ -328,16 +358,20 @@ int Run(const rpc::Flags& flags) {
   server_options.address = rpc::JoinHostPort(host, *port);
   // Running requests were already drained by the loop; this only bounds stragglers.
   server_options.drain_timeout = absl::Seconds(2);
+  serving->ApplyTo(&server_options);
   auto server = rpc::Server::Start(server_options, {&service}, {"splitspec.v1.Router"});
   if (!server.ok()) {
     loop.Drain(absl::ZeroDuration());
     return Die("starting the server", server.status());
   }
-  std::printf("splitspec-router listening on %s (policy %s, %zu drafter pool(s))\n", (*server)->address().c_str(),
-              policy_name.c_str(), pools.size());
+  std::printf("splitspec-router listening on %s (policy %s, %zu drafter pool(s), %s%s)\n",
+              (*server)->address().c_str(), policy_name.c_str(), pools.size(), serving->Describe().c_str(),
+              worker_tls.enabled() ? ", workers over mutual TLS" : "");
   if (metrics_server != nullptr) {
     std::printf("splitspec-router metrics on %s\n", rpc::JoinHostPort(metrics_host, metrics_server->port()).c_str());
   }
+  if ((*server)->health_port() >= 0) std::printf("splitspec-router health on port %d\n", (*server)->health_port());
+
   std::unique_ptr<router::http::OpenAiHttpServer> http_server;
   if (*http_port >= 0) {
     router::http::OpenAiServerOptions http;
@@ -377,7 +411,7 @@ int main(int argc, char** argv) {
   // Abseil's lock-order graph (on unless the library was built with NDEBUG) costs every
   // Mutex::Lock a lookup; the tests, TSan builds included, check lock order instead.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  auto flags = splitspec::rpc::Flags::Parse(argc, argv, {});
+  auto flags = splitspec::rpc::Flags::Parse(argc, argv, splitspec::rpc::WorkerServingBooleanFlags());
   if (!flags.ok()) return Fail(flags.status());
   return Run(*flags);
 }

@@ -96,7 +96,7 @@ fi
 source scripts/lib/services.sh  # pids, stop_pid, stop_all (EXIT trap), start NAME CMD...
 
 echo "== workers: target $target, draft $draft ($placement)"
-start verifier "${verifier_pin[@]}" "$bin/splitspec-verifier" --model "$target" --port 0 --threads "$threads"
+start verifier "${verifier_pin[@]}" "$bin/splitspec-verifier" --model "$target" --expose-model-path --port 0 --threads "$threads"
 pids+=("$started_pid")
 verifier_addr="$started_addr"
 drafter_flags=()

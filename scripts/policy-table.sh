@@ -55,7 +55,7 @@ start() {
   echo "error: $name did not start:" >&2; cat "$tmp/$name.log" >&2; exit 1
 }
 
-verifier=$(start verifier "$bin/splitspec-verifier" --model "$target" --threads "$threads")
+verifier=$(start verifier "$bin/splitspec-verifier" --model "$target" --expose-model-path --threads "$threads")
 model_drafter=$(start model-drafter "$bin/splitspec-drafter" --model "$draft" --threads "$threads")
 ngram_drafter=$(start ngram-drafter "$bin/splitspec-drafter" --ngram)
 

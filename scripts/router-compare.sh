@@ -83,7 +83,7 @@ fi
 source scripts/lib/services.sh  # pids, stop_pid, stop_all (EXIT trap), start NAME CMD...
 
 echo "== workers: target $target, draft $draft ($placement)"
-start verifier "${verifier_pin[@]}" "$bin/splitspec-verifier" --model "$target" --port 0 \
+start verifier "${verifier_pin[@]}" "$bin/splitspec-verifier" --model "$target" --expose-model-path --port 0 \
   --threads "$threads" --metrics-port -1
 pids+=("$started_pid")
 verifier_addr="$started_addr"

@@ -93,7 +93,7 @@ start() {
 }
 
 echo "== starting services (logs in $logs)"
-start verifier "$bin/splitspec-verifier" --model "$target" --port $((port + 1))
+start verifier "$bin/splitspec-verifier" --model "$target" --expose-model-path --port $((port + 1))
 start drafter-model "$bin/splitspec-drafter" --model "$draft" --port $((port + 2))
 # Metrics: router 9400, verifier 9402, model drafter 9401 (the defaults), n-gram drafter 9403
 # (deploy/prometheus/prometheus.yml scrapes all four).

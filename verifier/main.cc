@@ -34,6 +34,7 @@
 #include "common/metrics/worker_metrics.h"
 #include "common/rpc/flags.h"
 #include "common/rpc/server.h"
+#include "common/rpc/serving_flags.h"
 #include "verifier/tp_step.h"
 #include "verifier/verifier_core.h"
 #include "verifier/verifier_replica.h"
@@ -68,6 +69,15 @@ constexpr char kUsage[] =
     "  --max-sessions N         sessions held at once; more answer RESOURCE_EXHAUSTED (4096)\n"
     "  --metrics-port P|0|-1    GET /metrics port (9402; 0 = a free port, -1 = off)\n"
     "  --metrics-host H         address of the metrics server (--host)\n"
+    "  --tls-cert FILE          serve mutual TLS with this certificate (PEM; with --tls-key and\n"
+    "                           --tls-client-ca: callers must present a certificate from that CA)\n"
+    "  --tls-key FILE           the certificate's private key (PEM)\n"
+    "  --expose-model-path      GetInfo reports the model directory (off: only its name), which a\n"
+    "                           router uses to find the tokenizer when it has no --tokenizer\n"
+    "  --tls-client-ca FILE     CA that client certificates must chain to (PEM)\n"
+    "  --health-port P|0        also serve grpc.health.v1 alone, in plaintext, on this port (for\n"
+    "                           probes without a certificate; off by default, 0 = a free port)\n"
+    "  --enable-reflection      gRPC server reflection (off: it lists every method to any caller)\n"
     "  --help                   print this help and exit\n"
     "\n"
     "Prints \"splitspec-verifier listening on HOST:PORT\" once serving. Flag errors and devices this\n"
@@ -86,11 +96,12 @@ int LoadFailed(const std::string& model_dir, const absl::Status& status) {
 
 // Serves `core` until SIGTERM/SIGINT.
 int Serve(splitspec::verifier::VerifierCore& core, const std::string& host, int port, int metrics_port,
-          const std::string& metrics_host, double drain, const std::string& device) {
+          const std::string& metrics_host, double drain, const std::string& device,
+          const splitspec::rpc::WorkerServing& serving, bool expose_model_path) {
   splitspec::metrics::MetricsRegistry registry;
   auto worker_metrics = splitspec::metrics::WorkerMetrics::Create(registry, splitspec::metrics::WorkerRole::kVerifier);
   if (!worker_metrics.ok()) return Fail(worker_metrics.status());
-  splitspec::verifier::VerifierService service(&core, worker_metrics->get());
+  splitspec::verifier::VerifierService service(&core, worker_metrics->get(), expose_model_path);
   auto metrics_server = splitspec::metrics::StartMetricsServer(registry, metrics_host, metrics_port);
   if (!metrics_server.ok()) {
     std::fprintf(stderr, "error: %s (--metrics-port)\n", std::string(metrics_server.status().message()).c_str());
@@ -100,17 +111,19 @@ int Serve(splitspec::verifier::VerifierCore& core, const std::string& host, int 
   splitspec::rpc::ServerOptions server_options;
   server_options.address = splitspec::rpc::JoinHostPort(host, port);
   server_options.drain_timeout = absl::Seconds(drain);
+  serving.ApplyTo(&server_options);
   auto server = splitspec::rpc::Server::Start(server_options, {&service}, {"splitspec.v1.Verifier"});
   if (!server.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
     return 1;
   }
-  std::printf("splitspec-verifier listening on %s (%s, %s, tp %d)\n", (*server)->address().c_str(),
-              core.Info().model_name.c_str(), device.c_str(), core.tp_size());
+  std::printf("splitspec-verifier listening on %s (%s, %s, tp %d, %s)\n", (*server)->address().c_str(),
+              core.Info().model_name.c_str(), device.c_str(), core.tp_size(), serving.Describe().c_str());
   if (*metrics_server != nullptr) {
     std::printf("splitspec-verifier metrics on %s\n",
                 splitspec::rpc::JoinHostPort(metrics_host, (*metrics_server)->port()).c_str());
   }
+  if ((*server)->health_port() >= 0) std::printf("splitspec-verifier health on port %d\n", (*server)->health_port());
   std::fflush(stdout);
   const int signal_number = splitspec::rpc::WaitForTerminationSignal();
   std::fprintf(stderr, "splitspec-verifier: signal %d, draining\n", signal_number);
@@ -129,7 +142,7 @@ int GroupFailed(const absl::Status& status) {
 // shuts the group down.
 int RunRankProcess(const splitspec::verifier::VerifierOptions& options, int tp_rank, const std::string& id_file,
                    const std::string& host, int port, int metrics_port, const std::string& metrics_host,
-                   double drain) {
+                   double drain, const splitspec::rpc::WorkerServing& serving, bool expose_model_path) {
   namespace engine = splitspec::engine;
   std::string id;
   if (tp_rank == 0) {
@@ -185,7 +198,7 @@ int RunRankProcess(const splitspec::verifier::VerifierOptions& options, int tp_r
   }
   auto core = splitspec::verifier::VerifierCore::CreateRank0(options, std::move(*comm), std::move(*replica));
   if (!core.ok()) return LoadFailed(options.model_dir, core.status());
-  return Serve(**core, host, port, metrics_port, metrics_host, drain, options.device);
+  return Serve(**core, host, port, metrics_port, metrics_host, drain, options.device, serving, expose_model_path);
 }
 #endif  // SPLITSPEC_HAVE_NCCL
 
@@ -210,7 +223,9 @@ int Run(const splitspec::rpc::Flags& flags) {
   const std::string host = flags.GetString("host", "127.0.0.1");
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kVerifierMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", splitspec::rpc::IsUnixSocket(host) ? "127.0.0.1" : host);
-  for (const absl::Status& s : {port.status(), max_draft.status(), kv_blocks.status(), block_size.status(),
+  auto serving = splitspec::rpc::ParseWorkerServing(flags);
+  const bool expose_model_path = flags.Has("expose-model-path");
+  for (const absl::Status& s : {serving.status(), port.status(), max_draft.status(), kv_blocks.status(), block_size.status(),
                                 max_context.status(), lease.status(), max_sessions.status(), threads.status(), tp.status(), tp_rank.status(), drain.status(),
                                 metrics_port.status(), flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
@@ -252,7 +267,8 @@ int Run(const splitspec::rpc::Flags& flags) {
       options.device = absl::StrCat("cuda:", *tp_rank);
       if (absl::Status s = splitspec::engine::CheckDevice(options.device); !s.ok()) return Fail(s);
     }
-    return RunRankProcess(options, *tp_rank, tp_id_file, host, *port, *metrics_port, metrics_host, *drain);
+    return RunRankProcess(options, *tp_rank, tp_id_file, host, *port, *metrics_port, metrics_host, *drain, *serving,
+                          expose_model_path);
 #else
     return Fail(absl::UnimplementedError("--tp-rank (one process per GPU) needs NCCL; this build has none"));
 #endif
@@ -265,7 +281,8 @@ int Run(const splitspec::rpc::Flags& flags) {
   }
   auto core = splitspec::verifier::VerifierCore::Create(options);
   if (!core.ok()) return LoadFailed(options.model_dir, core.status());
-  return Serve(**core, host, *port, *metrics_port, metrics_host, *drain, options.device);
+  return Serve(**core, host, *port, *metrics_port, metrics_host, *drain, options.device, *serving,
+               expose_model_path);
 }
 
 }  // namespace
@@ -277,7 +294,9 @@ int main(int argc, char** argv) {
   }
   // Before any thread exists, so every gRPC and OpenMP thread inherits the blocked mask.
   splitspec::rpc::BlockTerminationSignals();
-  auto flags = splitspec::rpc::Flags::Parse(argc, argv, {});
+  std::set<std::string> boolean_flags = splitspec::rpc::WorkerServingBooleanFlags();
+  boolean_flags.insert("expose-model-path");
+  auto flags = splitspec::rpc::Flags::Parse(argc, argv, boolean_flags);
   if (!flags.ok()) return Fail(flags.status());
   return Run(*flags);
 }

@@ -11,8 +11,8 @@
 
 namespace splitspec::verifier {
 
-VerifierService::VerifierService(VerifierCore* core, metrics::WorkerMetrics* metrics)
-    : core_(core), metrics_(metrics) {
+VerifierService::VerifierService(VerifierCore* core, metrics::WorkerMetrics* metrics, bool expose_model_path)
+    : core_(core), metrics_(metrics), expose_model_path_(expose_model_path) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     UpdateGauges();
@@ -94,7 +94,7 @@ grpc::Status VerifierService::Release(grpc::ServerContext*, const v1::ReleaseReq
 grpc::Status VerifierService::GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*, v1::WorkerInfo* response) {
   std::lock_guard<std::mutex> lock(mu_);
   rpc::ToProto(core_->Info(), response);
-  response->set_model_dir(core_->model_dir());
+  if (expose_model_path_) response->set_model_dir(core_->model_dir());
   return grpc::Status::OK;
 }
 

@@ -22,7 +22,10 @@ class VerifierService final : public v1::Verifier::Service {
  public:
   // `metrics` may be null (no metrics); neither is owned. With metrics, the KV and session
   // gauges are set from the core right away.
-  explicit VerifierService(VerifierCore* core, metrics::WorkerMetrics* metrics = nullptr);
+  // `expose_model_path`: GetInfo reports the model directory (off: a caller learns only the
+  // model's name, not where this host keeps it).
+  explicit VerifierService(VerifierCore* core, metrics::WorkerMetrics* metrics = nullptr,
+                           bool expose_model_path = false);
 
   grpc::Status Prefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
                        v1::PrefillResponse* response) override;
@@ -46,6 +49,7 @@ class VerifierService final : public v1::Verifier::Service {
   metrics::WorkerMetrics* metrics_;  // not owned, may be null
   // Reclaims sessions whose lease ran out, a few times per lease period (none without leases).
   std::unique_ptr<rpc::PeriodicTask> reaper_;
+  bool expose_model_path_ = false;
 };
 
 }  // namespace splitspec::verifier

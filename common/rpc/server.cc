@@ -1,14 +1,18 @@
 // Server bootstrap (see server.h).
 #include "common/rpc/server.h"
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <dlfcn.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 
 namespace splitspec::rpc {
 namespace {
@@ -23,15 +27,88 @@ std::string WithPort(const std::string& address, int port) {
 
 }  // namespace
 
+absl::Status ValidateTlsFiles(const TlsFiles& files) {
+  if (!files.enabled()) return absl::OkStatus();
+  if (files.cert.empty() || files.key.empty() || files.ca.empty()) {
+    return absl::InvalidArgumentError("TLS needs a certificate, its key and a CA file (all three)");
+  }
+  for (const std::string* path : {&files.cert, &files.key, &files.ca}) {
+    if (absl::StatusOr<std::string> pem = ReadPemFile(*path); !pem.ok()) return pem.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream contents;
+  contents << in.rdbuf();
+  if (contents.str().find("-----BEGIN") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a PEM file"));
+  }
+  return contents.str();
+}
+
+namespace {
+
+// gRPC's reflection library registers its plugin for every server built after it is loaded
+// (a static initializer), so linking it would turn reflection on for everyone. It is loaded
+// only when asked for.
+absl::Status LoadReflection() {
+  for (const char* name : {"libgrpc++_reflection.so.1.51", "libgrpc++_reflection.so"}) {
+    if (dlopen(name, RTLD_NOW | RTLD_GLOBAL) != nullptr) return absl::OkStatus();
+  }
+  return absl::UnimplementedError(absl::StrCat("server reflection needs libgrpc++_reflection: ", dlerror()));
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const TlsFiles& files) {
+  if (!files.enabled()) return grpc::InsecureServerCredentials();
+  if (absl::Status s = ValidateTlsFiles(files); !s.ok()) return s;
+  grpc::SslServerCredentialsOptions options(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_root_certs = *ReadPemFile(files.ca);
+  options.pem_key_cert_pairs.push_back({*ReadPemFile(files.key), *ReadPemFile(files.cert)});
+  return grpc::SslServerCredentials(options);
+}
+
+}  // namespace
+
+// grpc.health.v1 Check for the health-only port: the main server's status ("" and the service
+// names), mirrored by Server::SetHealth. A service of its own (not gRPC's default one, which
+// needs a server with other synchronous methods) keeps that port free of anything else.
+class Server::HealthOnly final : public grpc::health::v1::Health::Service {
+ public:
+  explicit HealthOnly(std::vector<std::string> names) : names_(std::move(names)) {}
+  void Set(bool serving) { serving_.store(serving); }
+  grpc::Status Check(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest* request,
+                     grpc::health::v1::HealthCheckResponse* response) override {
+    const std::string& name = request->service();
+    if (!name.empty() && std::find(names_.begin(), names_.end(), name) == names_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service");
+    }
+    response->set_status(serving_.load() ? grpc::health::v1::HealthCheckResponse::SERVING
+                                         : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    return grpc::Status::OK;
+  }
+
+ private:
+  const std::vector<std::string> names_;
+  std::atomic<bool> serving_{false};
+};
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
                                                       const std::vector<grpc::Service*>& services,
                                                       const std::vector<std::string>& service_names) {
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Process-wide: every server built after this offers reflection.
+  if (options.reflection) {
+    if (absl::Status s = LoadReflection(); !s.ok()) return s;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
 
   grpc::ServerBuilder builder;
   int selected_port = 0;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &selected_port);
+  builder.AddListeningPort(options.address, *credentials, &selected_port);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   for (grpc::Service* service : services) builder.RegisterService(service);
@@ -40,13 +117,26 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.address,
                                                " (address in use or malformed?)"));
   }
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  if (health != nullptr) {
-    health->SetServingStatus(true);
-    for (const std::string& name : service_names) health->SetServingStatus(name, true);
+  std::unique_ptr<Server> out(new Server(options, std::move(server), selected_port,
+                                         WithPort(options.address, selected_port), service_names));
+  if (options.health_port >= 0) {
+    // Only the health service is registered here: the port serves nothing else.
+    const std::string host = IsUnixSocket(options.address) ? "127.0.0.1"
+                             : options.address.substr(0, options.address.rfind(':'));
+    out->health_only_ = std::make_unique<HealthOnly>(service_names);
+    grpc::ServerBuilder health_builder;
+    health_builder.RegisterService(out->health_only_.get());
+    int health_port = 0;
+    health_builder.AddListeningPort(absl::StrCat(host, ":", options.health_port), grpc::InsecureServerCredentials(),
+                                    &health_port);
+    out->health_server_ = health_builder.BuildAndStart();
+    if (out->health_server_ == nullptr || health_port == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on health port ", options.health_port));
+    }
+    out->health_port_ = health_port;
   }
-  return std::unique_ptr<Server>(new Server(options, std::move(server), selected_port,
-                                            WithPort(options.address, selected_port), service_names));
+  out->SetHealth(true);
+  return out;
 }
 
 Server::Server(const ServerOptions& options, std::unique_ptr<grpc::Server> server, int port, std::string address,
@@ -59,20 +149,29 @@ Server::Server(const ServerOptions& options, std::unique_ptr<grpc::Server> serve
 
 Server::~Server() { Shutdown(); }
 
+void Server::SetHealth(bool serving) {
+  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+    health->SetServingStatus(serving);
+    for (const std::string& name : service_names_) health->SetServingStatus(name, serving);
+  }
+  if (health_only_ != nullptr) health_only_->Set(serving);
+}
+
 void Server::Shutdown() {
   if (shut_down_.exchange(true)) {
     server_->Wait();
     return;
   }
   // Health first, so load balancers and our router stop sending before the port closes.
-  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
-    health->SetServingStatus(false);
-    for (const std::string& name : service_names_) health->SetServingStatus(name, false);
-  }
+  SetHealth(false);
   const auto deadline = std::chrono::system_clock::now() +
                         std::chrono::microseconds(absl::ToInt64Microseconds(options_.drain_timeout));
   server_->Shutdown(deadline);
   server_->Wait();
+  if (health_server_ != nullptr) {
+    health_server_->Shutdown(std::chrono::system_clock::now());
+    health_server_->Wait();
+  }
 }
 
 void Server::Wait() { server_->Wait(); }

@@ -1,5 +1,6 @@
 // Server bootstrap shared by the three services: listening port (0 = pick a free one), the
-// grpc.health.v1 health service, server reflection (for grpcurl), and graceful drain.
+// grpc.health.v1 health service, optional server reflection (for grpcurl), mutual TLS, a
+// plaintext health-only port, and graceful drain.
 //
 // Shutdown sequence (SIGTERM/SIGINT in the mains): health turns NOT_SERVING, the server stops
 // accepting calls, in-flight calls get `drain_timeout` to finish, then are cancelled.
@@ -18,10 +19,29 @@
 
 namespace splitspec::rpc {
 
+// PEM files for mutual TLS: this side's certificate chain and key, and the CA the other
+// side's certificate must chain to. All three or none (plaintext).
+struct TlsFiles {
+  std::string cert;
+  std::string key;
+  std::string ca;
+  bool enabled() const { return !cert.empty() || !key.empty() || !ca.empty(); }
+};
+// INVALID_ARGUMENT unless all three or none are set; NOT_FOUND for a file that cannot be read.
+absl::Status ValidateTlsFiles(const TlsFiles& files);
+absl::StatusOr<std::string> ReadPemFile(const std::string& path);
+
 struct ServerOptions {
   std::string address = "127.0.0.1:0";  // host:port; port 0 picks a free port
   int max_message_bytes = 64 << 20;     // draft probabilities can be large
   absl::Duration drain_timeout = absl::Seconds(10);
+  // Set: the port requires a client certificate that chains to tls.ca (mutual TLS).
+  TlsFiles tls;
+  // >= 0: a second, plaintext server on this port (0 = a free one) that answers only
+  // grpc.health.v1, mirroring the main server's status, for probes that hold no certificate.
+  int health_port = -1;
+  // Server reflection (grpcurl): off unless asked for, it lists every method to anyone.
+  bool reflection = false;
 };
 
 // Thread-safe: Shutdown and Wait may be called from any thread; Shutdown is idempotent.
@@ -36,6 +56,8 @@ class Server {
   ~Server();
 
   int port() const { return port_; }
+  // The health-only port (-1 without one).
+  int health_port() const { return health_port_; }
   // "host:port" with the port actually bound.
   const std::string& address() const { return address_; }
 
@@ -47,9 +69,14 @@ class Server {
  private:
   Server(const ServerOptions& options, std::unique_ptr<grpc::Server> server, int port, std::string address,
          std::vector<std::string> service_names);
+  void SetHealth(bool serving);
 
   ServerOptions options_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;  // the plaintext health-only port
+  class HealthOnly;
+  std::unique_ptr<HealthOnly> health_only_;  // its grpc.health.v1 service
+  int health_port_ = -1;
   int port_;
   std::string address_;
   std::vector<std::string> service_names_;

@@ -21,11 +21,32 @@ void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) { context
 
 }  // namespace
 
+// Set by UseClientTls; null = plaintext.
+std::shared_ptr<grpc::ChannelCredentials>& ClientCredentials() {
+  static auto* credentials = new std::shared_ptr<grpc::ChannelCredentials>();
+  return *credentials;
+}
+
+absl::Status UseClientTls(const TlsFiles& files) {
+  if (absl::Status s = ValidateTlsFiles(files); !s.ok()) return s;
+  if (!files.enabled()) {
+    ClientCredentials() = nullptr;
+    return absl::OkStatus();
+  }
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = *ReadPemFile(files.ca);
+  options.pem_private_key = *ReadPemFile(files.key);
+  options.pem_cert_chain = *ReadPemFile(files.cert);
+  ClientCredentials() = grpc::SslCredentials(options);
+  return absl::OkStatus();
+}
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  const std::shared_ptr<grpc::ChannelCredentials>& tls = ClientCredentials();
+  return grpc::CreateCustomChannel(address, tls != nullptr ? tls : grpc::InsecureChannelCredentials(), args);
 }
 
 VerifierClient::VerifierClient(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout)

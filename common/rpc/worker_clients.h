@@ -15,14 +15,19 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/rpc/server.h"
 #include "common/spec/worker_api.h"
 #include "splitspec/v1/drafter.grpc.pb.h"
 #include "splitspec/v1/verifier.grpc.pb.h"
 
 namespace splitspec::rpc {
 
-// An insecure channel with our message size limits.
+// A channel with our message size limits: plaintext, or mutual TLS once UseClientTls was
+// called (every channel made after that presents the certificate and checks the server's).
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+// Sets the process's client certificate, key and trusted CA for MakeChannel (checked with
+// ValidateTlsFiles). Call before making channels (not thread-safe with MakeChannel).
+absl::Status UseClientTls(const TlsFiles& files);
 
 class VerifierClient {
  public:

@@ -47,8 +47,23 @@ void ToProto(const Usage& usage, v1::Usage* proto) {
 
 }  // namespace
 
+grpc::Status RouterService::Authorize(const grpc::ServerContext& context) const {
+  if (options_.api_key.empty()) return grpc::Status::OK;
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  const std::string expected = "Bearer " + options_.api_key;
+  if (it != metadata.end() && it->second.size() == expected.size()) {
+    // Every byte compared whatever the first difference: the time says nothing of the key.
+    unsigned char difference = 0;
+    for (size_t i = 0; i < expected.size(); ++i) difference |= static_cast<unsigned char>(it->second.data()[i] ^ expected[i]);
+    if (difference == 0) return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong bearer token (authorization metadata)");
+}
+
 grpc::Status RouterService::Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                                      grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) return auth;
   RouterMetrics* const metrics = options_.metrics;
   const double arrival = metrics != nullptr ? metrics->clock()->NowSeconds() : 0.0;
   GenerateRequest core_request;
@@ -146,8 +161,9 @@ grpc::Status RouterService::Generate(grpc::ServerContext* context, const v1::Gen
   }
 }
 
-grpc::Status RouterService::GetServerInfo(grpc::ServerContext*, const v1::GetServerInfoRequest*,
+grpc::Status RouterService::GetServerInfo(grpc::ServerContext* context, const v1::GetServerInfoRequest*,
                                           v1::ServerInfo* response) {
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) return auth;
   const ServerInfo info = core_->Snapshot();
   response->set_policy(info.policy);
   response->set_mean_accept_length(info.mean_accept_length);

@@ -25,6 +25,9 @@ struct RouterServiceOptions {
   int32_t vocab_size = 0;
   // Not owned; null = no metrics. Its hooks must already be installed in the core's options.
   RouterMetrics* metrics = nullptr;
+  // Non-empty: Generate and GetServerInfo need "authorization: Bearer <api_key>" metadata and
+  // answer UNAUTHENTICATED otherwise (health is a separate service and stays open).
+  std::string api_key;
 };
 
 class RouterService final : public v1::Router::Service {
@@ -40,6 +43,8 @@ class RouterService final : public v1::Router::Service {
                              v1::ServerInfo* response) override;
 
  private:
+  // OK, or UNAUTHENTICATED when an API key is set and the call does not carry it.
+  grpc::Status Authorize(const grpc::ServerContext& context) const;
   RouterCore* core_;
   const engine::Tokenizer* tokenizer_;
   RouterServiceOptions options_;

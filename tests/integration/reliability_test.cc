@@ -40,7 +40,7 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 double SecondsBetween(SteadyTime a, SteadyTime b) { return std::chrono::duration<double>(b - a).count(); }
 
 std::unique_ptr<Process> StartVerifier(const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> argv = {SPLITSPEC_VERIFIER_BIN, "--model", GetTestModels().target_dir, "--port", "0",
+  std::vector<std::string> argv = {SPLITSPEC_VERIFIER_BIN, "--model", GetTestModels().target_dir, "--expose-model-path", "--port", "0",
                                    "--max-draft-tokens", "16", "--kv-blocks", "1024", "--threads", "1",
                                    "--metrics-port", "-1", "--drain-seconds", "2"};
   argv.insert(argv.end(), extra.begin(), extra.end());

@@ -173,7 +173,7 @@ TEST_F(ServicesTest, ServicesOverUnixSocketsGiveTheSameOutput) {
   const std::string verifier_socket = "unix://" + dir.path() + "/verifier.sock";
   const std::string drafter_socket = "unix://" + dir.path() + "/drafter.sock";
   const std::string router_socket = "unix://" + dir.path() + "/router.sock";
-  auto verifier = Process::Start({SPLITSPEC_VERIFIER_BIN, "--model", models.target_dir, "--host", verifier_socket,
+  auto verifier = Process::Start({SPLITSPEC_VERIFIER_BIN, "--model", models.target_dir, "--expose-model-path", "--host", verifier_socket,
                                   "--threads", "1", "--metrics-port", "-1"});
   auto drafter = Process::Start({SPLITSPEC_DRAFTER_BIN, "--model", models.draft_dir, "--host", drafter_socket,
                                  "--threads", "1", "--metrics-port", "-1"});

@@ -90,6 +90,7 @@ def main(argv):
         services = Services(args.build, log_dir)
         try:
             verifier = services.start("verifier", ["splitspec-verifier", "--model", os.path.join(args.models, "target"),
+                                                   "--expose-model-path",
                                                    "--threads", threads])
             model = services.start("model-drafter", ["splitspec-drafter", "--model", os.path.join(args.models, "draft"),
                                                      "--threads", threads])

@@ -1,0 +1,37 @@
+// Worker serving flags (see serving_flags.h).
+#include "common/rpc/serving_flags.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace splitspec::rpc {
+
+std::string WorkerServing::Describe() const {
+  std::string s = tls.enabled() ? "mutual TLS" : "plaintext";
+  if (health_port >= 0) absl::StrAppend(&s, ", health on its own port");
+  return s;
+}
+
+const std::set<std::string>& WorkerServingBooleanFlags() {
+  static const auto* names = new std::set<std::string>{"enable-reflection"};
+  return *names;
+}
+
+absl::StatusOr<WorkerServing> ParseWorkerServing(const Flags& flags) {
+  WorkerServing serving;
+  serving.tls.cert = flags.GetString("tls-cert");
+  serving.tls.key = flags.GetString("tls-key");
+  serving.tls.ca = flags.GetString("tls-client-ca");
+  if (absl::Status s = ValidateTlsFiles(serving.tls); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--tls-cert/--tls-key/--tls-client-ca: ", s.message()));
+  }
+  absl::StatusOr<int> health_port = flags.GetInt("health-port", -1);
+  if (!health_port.ok()) return health_port.status();
+  if (*health_port < -1 || *health_port > 65535) {
+    return absl::InvalidArgumentError("--health-port must be a port, 0 (any free one) or -1 (off)");
+  }
+  serving.health_port = *health_port;
+  serving.reflection = flags.Has("enable-reflection");
+  return serving;
+}
+
+}  // namespace splitspec::rpc

@@ -1,0 +1,41 @@
+// The security and exposure flags every worker binary shares: mutual TLS, a plaintext
+// health-only port and reflection. (The verifier adds --expose-model-path itself.)
+//
+//   --tls-cert FILE --tls-key FILE --tls-client-ca FILE   require client certificates from CA
+//   --health-port P                                       plaintext grpc.health.v1 only (-1 off)
+//   --enable-reflection                                   gRPC server reflection (off)
+#ifndef SPLITSPEC_COMMON_RPC_SERVING_FLAGS_H_
+#define SPLITSPEC_COMMON_RPC_SERVING_FLAGS_H_
+
+#include <set>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/rpc/flags.h"
+#include "common/rpc/server.h"
+
+namespace splitspec::rpc {
+
+struct WorkerServing {
+  TlsFiles tls;
+  int health_port = -1;
+  bool reflection = false;
+
+  // Copies the serving choices into server options.
+  void ApplyTo(ServerOptions* options) const {
+    options->tls = tls;
+    options->health_port = health_port;
+    options->reflection = reflection;
+  }
+  // "plaintext" or "mutual TLS", plus the health port: for the startup line.
+  std::string Describe() const;
+};
+
+// The boolean flags among them, for Flags::Parse.
+const std::set<std::string>& WorkerServingBooleanFlags();
+// INVALID_ARGUMENT for a partial TLS triple, an unreadable or non-PEM file, or a bad port.
+absl::StatusOr<WorkerServing> ParseWorkerServing(const Flags& flags);
+
+}  // namespace splitspec::rpc
+
+#endif  // SPLITSPEC_COMMON_RPC_SERVING_FLAGS_H_
