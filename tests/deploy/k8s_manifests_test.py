@@ -26,15 +26,16 @@ import urllib.request
 import yaml
 
 SKIP = 77
-OVERLAYS = ["cpu", "gpu"]
+OVERLAYS = ["cpu", "gpu", "tls"]
 # Objects per kind each overlay must render: a missing or extra object is a failure.
 EXPECTED = {
     "cpu": {"Namespace": 1, "ConfigMap": 3, "Service": 4, "Deployment": 3, "StatefulSet": 1,
             "PodDisruptionBudget": 4, "NetworkPolicy": 1, "PodMonitor": 1, "ScaledObject": 1},
 }
 EXPECTED["gpu"] = dict(EXPECTED["cpu"], PersistentVolumeClaim=1)
+EXPECTED["tls"] = dict(EXPECTED["cpu"], Issuer=2, Certificate=3)
 NPM_PACKAGES = ["kubernetes-models@5.1.0", "@kubernetes-models/keda@2.0.0",
-                "@kubernetes-models/prometheus-operator@6.0.0"]
+                "@kubernetes-models/prometheus-operator@6.0.0", "@kubernetes-models/cert-manager@6.0.0"]
 
 
 def render(src, kubectl, overlay):

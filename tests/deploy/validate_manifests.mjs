@@ -1,5 +1,5 @@
 // Validates rendered Kubernetes documents (a JSON array on stdin) against the OpenAPI schemas
-// of Kubernetes and of the CRDs we use (KEDA, Prometheus Operator), offline, with the
+// of Kubernetes and of the CRDs we use (KEDA, Prometheus Operator, cert-manager), offline, with the
 // kubernetes-models packages. Prints one line per document; exits 1 if any is invalid or of a
 // kind no schema package covers.
 // Usage: node validate_manifests.mjs NODE_MODULES_DIR < documents.json
@@ -12,6 +12,7 @@ const modules = process.argv[2];
 const crdPackages = {
   "keda.sh": "@kubernetes-models/keda",
   "monitoring.coreos.com": "@kubernetes-models/prometheus-operator",
+  "cert-manager.io": "@kubernetes-models/cert-manager",
 };
 
 async function modelFor(apiVersion, kind) {
