@@ -39,6 +39,7 @@
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/rpc/flags.h"
+#include "common/rpc/resolve.h"
 #include "common/rpc/server.h"
 #include "common/rpc/serving_flags.h"
 #include "common/rpc/worker_clients.h"
@@ -48,6 +49,7 @@
 #include "router/policy.h"
 #include "router/replicated_drafter.h"
 #include "router/router_core.h"
+#include "router/verifier_discovery.h"
 #include "router/service/grpc_workers.h"
 #include "router/service/router_metrics.h"
 #include "router/service/router_service.h"
@@ -61,7 +63,8 @@ constexpr char kUsage[] =
     "\n"
     "Serves the public Generate gRPC service over a verifier (one or more replicas) and pools of drafters.\n"
     "\n"
-    "  --verifier ADDR[,ADDR...]    the verifier's gRPC address (required); several = replicas of one model\n"
+    "  --verifier ADDR[,ADDR...]    the verifier's gRPC address (required); several = replicas of one model;\n"
+    "                               dns:///HOST:PORT = one replica per address HOST resolves to, kept current\n"
     "  --drafter [NAME=]ADDR[,ADDR...]\n"
     "                               a drafter pool; repeat for several (default names: default, d0, d1, ...);\n"
     "                               further addresses are standbys of the pool\n"
@@ -84,6 +87,7 @@ constexpr char kUsage[] =
     "  --deadline-floor-seconds S   ... and at least S (0.5)\n"
     "  --failover-wait-seconds S    how long a request waits for a verifier replica (10)\n"
     "  --probe-interval-seconds S   how often a failed replica is probed (0.25)\n"
+    "  --resolve-interval-seconds S how often dns:///HOST:PORT names in --verifier are resolved again (10)\n"
     "  --wait-seconds S             how long to wait for the verifier at start (60)\n"
     "  --drain-seconds S            on SIGTERM/SIGINT, how long running requests may finish (30)\n"
     "  --metrics-port P|0|-1        GET /metrics and /server_info port (9400; 0 = a free port, -1 = off)\n"
@@ -141,6 +145,7 @@ int Run(const rpc::Flags& flags) {
   auto deadline_factor = flags.GetDouble("deadline-factor", 8);
   auto deadline_floor = flags.GetDouble("deadline-floor-seconds", 0.5);
   auto probe_interval = flags.GetDouble("probe-interval-seconds", 0.25);
+  auto resolve_interval = flags.GetDouble("resolve-interval-seconds", 10);
   auto metrics_port = flags.GetInt("metrics-port", metrics::kRouterMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", splitspec::rpc::IsUnixSocket(host) ? "127.0.0.1" : host);
   auto http_port = flags.GetInt("http-port", -1);
@@ -158,11 +163,14 @@ int Run(const rpc::Flags& flags) {
   for (const absl::Status& s : {port.status(), max_queue.status(), max_running.status(), max_k.status(),
                                 default_max_tokens.status(), worker_timeout.status(), wait.status(),
                                 drain.status(), failover_wait.status(), deadline_factor.status(),
-                                deadline_floor.status(), probe_interval.status(), metrics_port.status(),
-                                http_port.status(), http_threads.status(),
+                                deadline_floor.status(), probe_interval.status(), resolve_interval.status(),
+                                metrics_port.status(), http_port.status(), http_threads.status(),
                                 flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
+  }  if (!(*resolve_interval > 0)) {
+    return Fail(absl::InvalidArgumentError("--resolve-interval-seconds must be > 0"));
   }
+
   if (verifier_address.empty()) return Fail(absl::InvalidArgumentError("--verifier ADDR is required"));
   if (*metrics_port < -1 || *metrics_port > 65535) {
     return Fail(absl::InvalidArgumentError("--metrics-port must be a port, 0 (any free one) or -1 (off)"));
@@ -188,13 +196,17 @@ int Run(const rpc::Flags& flags) {
 
   // Workers. One verifier replica must be up (its KV size drives admission); the other
   // replicas and the drafters may come later.
-  std::vector<std::unique_ptr<router::GrpcVerifier>> verifiers;
-  std::vector<router::VerifierClient*> verifier_clients;
-  for (absl::string_view address : absl::StrSplit(verifier_address, ',', absl::SkipEmpty())) {
-    verifiers.push_back(std::make_unique<router::GrpcVerifier>(std::string(address), absl::Seconds(*worker_timeout)));
-    verifier_clients.push_back(verifiers.back().get());
-  }
-  if (verifiers.empty()) return Fail(absl::InvalidArgumentError("--verifier ADDR is required"));
+  // dns:/// names resolve to one replica per address, re-resolved while serving.
+  auto discovery = router::VerifierDiscovery::Create(
+      verifier_address,
+      [timeout = absl::Seconds(*worker_timeout)](const std::string& address) {
+        return std::make_unique<router::GrpcVerifier>(address, timeout);
+      },
+      rpc::ResolveAddresses);
+  if (!discovery.ok()) return Die("--verifier " + verifier_address, discovery.status());
+  const std::vector<router::VerifierClient*> verifier_clients = (*discovery)->initial();
+  std::vector<router::GrpcVerifier*> verifiers;
+  for (router::VerifierClient* client : verifier_clients) verifiers.push_back(static_cast<router::GrpcVerifier*>(client));
   size_t first_up = 0;
   while (first_up < verifiers.size() && !rpc::CheckHealth(rpc::MakeChannel(verifiers[first_up]->address())).ok()) {
     ++first_up;
@@ -322,6 +334,9 @@ int Run(const rpc::Flags& flags) {
   (*router_metrics)->Install(&options);
 
   router::RouterCore core(options, verifier_clients, pools, std::move(*policy), latency, &clock);
+  // Destroyed before the core (declared after it): its thread calls into the core.
+  const std::unique_ptr<rpc::PeriodicTask> rediscovery =
+      (*discovery)->Start(&core, std::chrono::milliseconds(static_cast<int64_t>(*resolve_interval * 1000)));
   if (absl::Status s = core.Init(); !s.ok()) return Die("router init", s);
   (*router_metrics)->SetCore(&core);
   auto verifier_info = verifier.Info();

@@ -206,6 +206,7 @@ bool RouterCore::RunStep() {
     MutexLock lock(&mu_);
     if (!initialized_) return false;
   }
+  ApplyReplicaChanges();
   ProbeReplicas();  // first, so a recovered replica takes requests in this very step
   std::vector<RequestId> cancels;
   std::vector<Waiting> admitted, dropped;
@@ -361,7 +362,8 @@ void RouterCore::ReleaseAndReap() {
   for (auto& [replica, ids] : verifier_releases_) {
     if (ids.empty()) continue;
     VerifierReplica& v = replicas_.at(replica);
-    if (v.up) {
+    // A retired replica (discovery dropped it) is still told: it may be draining, not dead.
+    if (v.up || v.retired) {
       (void)v.client->Release(ids);  // best effort: a worker that just died lost them anyway
     } else {
       v.stale_sessions.insert(v.stale_sessions.end(), ids.begin(), ids.end());

@@ -204,6 +204,12 @@ class RouterCore {
   bool Idle() const;
 
   ServerInfo Snapshot() const;
+  // Replica set changes from discovery (router/main.cc re-resolves dns:/// names): an added
+  // verifier is probed and then takes new requests; a removed one has its requests moved to
+  // the others (re-prefilled there, as when a replica fails) and is never used again. Clients
+  // are not owned and must outlive the core, removed ones included. Thread-safe; applied at
+  // the start of the next step.
+  void UpdateVerifierReplicas(std::vector<VerifierClient*> added, std::vector<VerifierClient*> removed);
   uint32_t instance_id() const { return instance_id_; }
   static constexpr int kSequenceBits = 40;
 
@@ -233,6 +239,8 @@ class RouterCore {
   std::vector<Active*> StartAdmitted(std::vector<Waiting> admitted);
   // Failover (router_failover.cc).
   void ProbeReplicas();
+  // Applies UpdateVerifierReplicas' pending changes (loop thread).
+  void ApplyReplicaChanges();
   // Gives requests that lost their replica a new one (appended to `to_prefill`), or fails
   // those that waited failover_wait_seconds.
   void PlaceDisplaced(std::vector<Active*>* to_prefill);
@@ -309,6 +317,8 @@ class RouterCore {
   std::set<RequestId> live_ ABSL_GUARDED_BY(mu_);
   uint32_t instance_id_ = 0;  // fixed at construction
   RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<VerifierClient*> replicas_to_add_ ABSL_GUARDED_BY(mu_);
+  std::vector<VerifierClient*> replicas_to_remove_ ABSL_GUARDED_BY(mu_);
   bool initialized_ ABSL_GUARDED_BY(mu_) = false;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   // The last step could do nothing but wait for a verifier replica: WaitForWork then waits

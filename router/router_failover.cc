@@ -40,6 +40,7 @@ void RouterCore::ProbeReplicas() {
     const int replica = it->first;
     absl::StatusOr<spec::WorkerInfo> info = it->second.get();
     it = probes_.erase(it);
+    if (replicas_.at(replica).retired) continue;  // removed while its probe ran
     if (!info.ok()) {
       replicas_.ProbeFailed(replica, now);
       continue;
@@ -80,6 +81,37 @@ void RouterCore::Displace(Active& r) {
   r.replica = -1;
   r.prefilled = false;
   if (r.displaced_since < 0) r.displaced_since = clock_->NowSeconds();
+}
+
+void RouterCore::UpdateVerifierReplicas(std::vector<VerifierClient*> added, std::vector<VerifierClient*> removed) {
+  MutexLock lock(&mu_);
+  replicas_to_add_.insert(replicas_to_add_.end(), added.begin(), added.end());
+  replicas_to_remove_.insert(replicas_to_remove_.end(), removed.begin(), removed.end());
+}
+
+void RouterCore::ApplyReplicaChanges() {
+  std::vector<VerifierClient*> added, removed;
+  {
+    MutexLock lock(&mu_);
+    added.swap(replicas_to_add_);
+    removed.swap(replicas_to_remove_);
+  }
+  if (added.empty() && removed.empty()) return;
+  const double now = clock_->NowSeconds();
+  for (VerifierClient* client : added) {
+    if (replicas_.Find(client) < 0) replicas_.Add(client, now);
+  }
+  for (VerifierClient* client : removed) {
+    const int replica = replicas_.Find(client);
+    if (replica < 0) continue;
+    // Moved while the replica is still marked up, so their sessions there are released.
+    for (auto& r : running_) {
+      if (!r->finished && r->replica == replica) Displace(*r);
+    }
+    replicas_.Retire(replica);
+  }
+  MutexLock lock(&mu_);
+  total_blocks_ = replicas_.MaxTotalBlocks();
 }
 
 void RouterCore::ReplicaFailed(int replica, const absl::Status& status,

@@ -14,6 +14,28 @@ VerifierReplicas::VerifierReplicas(std::vector<VerifierClient*> clients, double 
   }
 }
 
+int VerifierReplicas::Add(VerifierClient* client, double now) {
+  VerifierReplica replica;
+  replica.client = client;
+  replica.next_probe_at = now;
+  replicas_.push_back(replica);
+  return size() - 1;
+}
+
+int VerifierReplicas::Find(const VerifierClient* client) const {
+  for (int i = 0; i < size(); ++i) {
+    if (replicas_[i].client == client && !replicas_[i].retired) return i;
+  }
+  return -1;
+}
+
+void VerifierReplicas::Retire(int i) {
+  VerifierReplica& r = replicas_[i];
+  r.retired = true;
+  r.up = false;
+  r.total_blocks = 0;
+}
+
 int VerifierReplicas::Choose(int32_t blocks) const {
   int best = -1;
   int32_t best_free = -1;
@@ -39,7 +61,7 @@ void VerifierReplicas::MarkDown(int i, double now, bool deadline_exceeded) {
 std::vector<int> VerifierReplicas::DueForProbe(double now) const {
   std::vector<int> due;
   for (int i = 0; i < size(); ++i) {
-    if (!replicas_[i].up && replicas_[i].next_probe_at <= now) due.push_back(i);
+    if (!replicas_[i].up && !replicas_[i].retired && replicas_[i].next_probe_at <= now) due.push_back(i);
   }
   return due;
 }

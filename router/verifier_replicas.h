@@ -33,11 +33,21 @@ struct VerifierReplica {
   // it serves again, so a session that survived (a slow, not dead, replica) is not leaked and
   // cannot collide with the request's later re-prefill here.
   std::vector<spec::RequestId> stale_sessions;
+  // Removed (discovery no longer lists it): never chosen or probed again. The entry stays so
+  // replica indices held by requests keep their meaning.
+  bool retired = false;
 };
 
 class VerifierReplicas {
  public:
   VerifierReplicas(std::vector<VerifierClient*> clients, double probe_interval_seconds);
+
+  // A new replica (discovery): down until its first probe, due at `now`. Returns its index.
+  int Add(VerifierClient* client, double now);
+  // Index of the live (not retired) entry for `client`, or -1.
+  int Find(const VerifierClient* client) const;
+  // Takes a replica out for good: down, no KV, never probed (its requests must have moved).
+  void Retire(int i);
 
   int size() const { return static_cast<int>(replicas_.size()); }
   VerifierReplica& at(int i) { return replicas_[i]; }

@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "common/engine/tokenizer/tokenizer.h"
+#include "common/rpc/resolve.h"
 #include "common/rpc/worker_clients.h"
 #include "splitspec/v1/router.grpc.pb.h"
 #include "tests/integration/cluster.h"
@@ -189,6 +191,26 @@ TEST_F(ServicesTest, ServicesOverUnixSocketsGiveTheSameOutput) {
   EXPECT_EQ(router->Stop(), 0);
   EXPECT_EQ(drafter->Stop(), 0);
   EXPECT_EQ(verifier->Stop(), 0);
+}
+
+// A router given the verifier as a DNS name (one replica per address; a Kubernetes headless
+// Service's) generates as with a plain address.
+TEST_F(ServicesTest, VerifierByDnsNameServesTheSameOutput) {
+  Cluster& cluster = Cluster::Get();
+  const std::string port = cluster.verifier().substr(cluster.verifier().rfind(':') + 1);
+  auto resolved = rpc::ResolveAddresses("dns:///localhost:" + port);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_NE(std::find(resolved->begin(), resolved->end(), "127.0.0.1:" + port), resolved->end());
+  EXPECT_TRUE(absl::IsInvalidArgument(rpc::ResolveAddresses("dns:///localhost").status()));
+  // Only the IPv4 answer serves here (the verifier listens on 127.0.0.1): the router keeps an
+  // unreachable replica down and serves from the other.
+  auto router = Process::Start({SPLITSPEC_ROUTER_BIN, "--verifier", "dns:///localhost:" + port, "--drafter",
+                                "model=" + cluster.model_drafter(), "--policy", "static:3", "--port", "0",
+                                "--metrics-port", "-1", "--resolve-interval-seconds", "0.2"});
+  const Generated out = Generate(router->address(), TokenRequest(kVaried, kMaxTokens, "model"));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.tokens, Reference(kVaried, kMaxTokens));
+  EXPECT_EQ(router->Stop(), 0);
 }
 
 TEST_F(ServicesTest, CancelMidStreamReleasesDrafterAndVerifierSessions) {
