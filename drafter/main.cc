@@ -1,7 +1,7 @@
 // splitspec-drafter: serves the Drafter gRPC service with a draft-model or n-gram proposer.
 //   splitspec-drafter --model DIR --port P [--device cpu|cuda|cuda:N]
 //   splitspec-drafter --ngram [--ngram-min 1 --ngram-max 4] --port P
-// Other flags: --host (127.0.0.1), --max-draft-tokens (16), --kv-blocks (1024), --block-size
+// Other flags: --host (127.0.0.1), --max-draft-tokens (64), --kv-blocks (1024), --block-size
 // (16), --threads (0 = all cores), --drain-seconds (10), --session-lease-seconds (300; idle
 // sessions are reclaimed after it, <= 0 = never), --max-sessions (1024), --max-history-tokens
 // (4194304, across all sessions; 0 = no cap), --metrics-port (9401; 0 = a free port,
@@ -47,7 +47,7 @@ constexpr char kUsage[] =
     "  --ngram-max N            longest n-gram to match (4)\n"
     "  --host H                 address to listen on (127.0.0.1); unix:///PATH = a Unix socket\n"
     "  --port P                 gRPC port (50052; 0 = a free port)\n"
-    "  --max-draft-tokens K     largest proposal per request and step (16)\n"
+    "  --max-draft-tokens K     largest proposal (chain length or tree nodes) per request and step (64)\n"
     "  --kv-blocks N            KV-cache blocks of the draft model (1024)\n"
     "  --block-size N           tokens per KV-cache block (16)\n"
     "  --threads N              CPU threads (0 = all cores)\n"
@@ -84,7 +84,7 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto ngram_min = flags.GetInt("ngram-min", 1);
   auto ngram_max = flags.GetInt("ngram-max", 4);
   auto port = flags.GetInt("port", 50052);
-  auto max_draft = flags.GetInt("max-draft-tokens", 16);
+  auto max_draft = flags.GetInt("max-draft-tokens", 64);
   auto kv_blocks = flags.GetInt("kv-blocks", 1024);
   auto block_size = flags.GetInt("block-size", 16);
   auto threads = flags.GetInt("threads", 0);
