@@ -4,7 +4,16 @@
 #include <algorithm>
 #include <utility>
 
+#include "drafter/continuation_trie.h"
+
 namespace splitspec::drafter {
+namespace {
+
+// Earlier occurrences a tree is built from: enough to rank the usual continuations, few enough
+// that a step stays cheap on a long, repetitive history.
+constexpr int32_t kMaxOccurrences = 64;
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<NgramProposer>> NgramProposer::Create(const spec::NgramMatcherOptions& options) {
   // Create validates the options once, up front, instead of at the first request.
@@ -34,6 +43,13 @@ absl::StatusOr<std::vector<spec::DraftProposal>> NgramProposer::Propose(absl::Sp
     if (absl::Status s = matcher.Truncate(static_cast<int64_t>(common)); !s.ok()) return s;
     matcher.Append(absl::MakeConstSpan(history).subspan(common));
     if (task.shape.depth <= 0) continue;
+    if (task.shape.branching > 1) {
+      // A tree: every continuation found, merged, the most frequent paths first.
+      const int32_t budget = task.shape.max_nodes > 0 ? task.shape.max_nodes : task.shape.depth * task.shape.branching;
+      const ContinuationTrie trie(matcher.Continuations(task.shape.depth, kMaxOccurrences));
+      proposals[i] = trie.Cut(task.shape.depth, task.shape.branching, budget);
+      continue;
+    }
     spec::NgramMatch match = matcher.Propose(task.shape.depth);
     proposals[i].tokens = std::move(match.tokens);
     proposals[i].parents.resize(proposals[i].tokens.size());

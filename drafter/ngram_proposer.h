@@ -1,6 +1,9 @@
 // N-gram prompt-lookup proposer: for each request, the longest suffix of its history (length in
 // [min_n, max_n]) that occurred earlier in the prompt or output, and the up-to-k tokens that
-// followed it (common/spec/ngram_matcher.h does the linear-time matching). Proposes chains.
+// followed it (common/spec/ngram_matcher.h does the linear-time matching). A chain is the most
+// recent occurrence's continuation; a tree (branching > 1) merges the continuations of up to 64
+// earlier occurrences (over every matching n) into a trie and keeps its most frequent paths,
+// each node scored by its share of its parent's occurrences (continuation_trie.h).
 #ifndef SPLITSPEC_DRAFTER_NGRAM_PROPOSER_H_
 #define SPLITSPEC_DRAFTER_NGRAM_PROPOSER_H_
 

@@ -132,4 +132,30 @@ NgramMatch NgramMatcher::Propose(int32_t k) const {
   return match;
 }
 
+std::vector<std::vector<int32_t>> NgramMatcher::Continuations(int32_t k, int32_t max_occurrences) const {
+  std::vector<std::vector<int32_t>> continuations;
+  const int64_t len = size();
+  if (k <= 0 || max_occurrences <= 0 || len < 2) return continuations;
+  const int64_t last = len - 1;
+  const int32_t n_len = n_lengths();
+  uint64_t hashes[kMaxN];
+  HashesEndingAt(last, hashes);
+  std::vector<int64_t> seen;
+  const int32_t longest = static_cast<int32_t>(std::min<int64_t>(options_.max_n, len - 1));
+  for (int32_t n = longest; n >= options_.min_n; --n) {
+    const int32_t idx = n - options_.min_n;
+    const auto it = last_end_[idx].find(hashes[idx]);
+    if (it == last_end_[idx].end()) continue;
+    for (int64_t end = it->second; end >= 0; end = previous_end_[end * n_len + idx]) {
+      if (end >= last || !SameNgram(end, last, n)) continue;
+      if (std::find(seen.begin(), seen.end(), end) != seen.end()) continue;
+      seen.push_back(end);
+      const int64_t stop = std::min<int64_t>(len, end + 1 + static_cast<int64_t>(k));
+      continuations.emplace_back(history_.begin() + end + 1, history_.begin() + stop);
+      if (static_cast<int32_t>(continuations.size()) >= max_occurrences) return continuations;
+    }
+  }
+  return continuations;
+}
+
 }  // namespace splitspec::spec

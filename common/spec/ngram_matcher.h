@@ -53,6 +53,11 @@ class NgramMatcher {
   // for k <= 0 or when no suffix recurs.
   NgramMatch Propose(int32_t k) const;
 
+  // For draft trees: what followed earlier occurrences of the history's suffix, up to k tokens
+  // each, from the longest matching n down to min_n, most recent occurrence first, at most
+  // `max_occurrences` of them (each earlier position once, whichever n found it).
+  std::vector<std::vector<int32_t>> Continuations(int32_t k, int32_t max_occurrences) const;
+
   int64_t size() const { return static_cast<int64_t>(history_.size()); }
   absl::Span<const int32_t> history() const { return history_; }
   const NgramMatcherOptions& options() const { return options_; }
