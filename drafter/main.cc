@@ -28,6 +28,7 @@
 #include "drafter/drafter_core.h"
 #include "drafter/drafter_service.h"
 #include "drafter/ngram_proposer.h"
+#include "drafter/suffix_proposer.h"
 
 namespace {
 
@@ -36,8 +37,9 @@ using splitspec::drafter::Proposer;
 constexpr char kUsage[] =
     "usage: splitspec-drafter --model DIR [--device cpu|cuda|cuda:N] [flags]\n"
     "       splitspec-drafter --ngram [--ngram-min N] [--ngram-max N] [flags]\n"
+    "       splitspec-drafter --suffix [--suffix-cache-tokens N] [flags]\n"
     "\n"
-    "Serves the Drafter gRPC service: draft tokens from a small model or from n-gram matches.\n"
+    "Serves the Drafter gRPC service: draft tokens from a small model, n-gram matches or suffix decoding.\n"
     "\n"
     "  --model DIR              draft model directory (config.json, *.safetensors, tokenizer.model)\n"
     "  --device cpu|cuda|cuda:N where the draft model runs (cpu)\n"
@@ -45,6 +47,9 @@ constexpr char kUsage[] =
     "  --ngram                  propose from n-gram matches in the request's own tokens (no model)\n"
     "  --ngram-min N            shortest n-gram to match (1)\n"
     "  --ngram-max N            longest n-gram to match (4)\n"
+    "  --suffix                 suffix decoding: the most frequent continuations of the current suffix in the\n"
+    "                           request's own tokens and in a shared cache of finished requests (no model)\n"
+    "  --suffix-cache-tokens N  bound of that shared cache, oldest requests evicted first (1048576; 0 = none)\n"
     "  --host H                 address to listen on (127.0.0.1); unix:///PATH = a Unix socket\n"
     "  --port P                 gRPC port (50052; 0 = a free port)\n"
     "  --max-draft-tokens K     largest proposal (chain length or tree nodes) per request and step (64)\n"
@@ -96,18 +101,22 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kDrafterMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", splitspec::rpc::IsUnixSocket(host) ? "127.0.0.1" : host);
   auto serving = splitspec::rpc::ParseWorkerServing(flags);
-  for (const absl::Status& s : {serving.status(), ngram_min.status(), ngram_max.status(), port.status(), max_draft.status(),
+  const bool suffix = flags.Has("suffix");
+  auto suffix_cache = flags.GetInt("suffix-cache-tokens", 1 << 20);
+  for (const absl::Status& s : {serving.status(), suffix_cache.status(), ngram_min.status(), ngram_max.status(), port.status(), max_draft.status(),
                                 kv_blocks.status(), block_size.status(), threads.status(), drain.status(),
                                 lease.status(), max_sessions.status(), max_history.status(),
                                 metrics_port.status(), flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
-  if (ngram == !model.empty()) return Fail(absl::InvalidArgumentError("give exactly one of --model DIR or --ngram"));
-  if (ngram && has_device) {
-    return Fail(absl::InvalidArgumentError("--device goes with --model (the n-gram drafter runs no model)"));
+  if (static_cast<int>(ngram) + static_cast<int>(suffix) + static_cast<int>(!model.empty()) != 1) {
+    return Fail(absl::InvalidArgumentError("give exactly one of --model DIR, --ngram or --suffix"));
   }
-  if (ngram && has_quantize) {
-    return Fail(absl::InvalidArgumentError("--quantize goes with --model (the n-gram drafter runs no model)"));
+  if ((ngram || suffix) && has_device) {
+    return Fail(absl::InvalidArgumentError("--device goes with --model (the lookup drafters run no model)"));
+  }
+  if ((ngram || suffix) && has_quantize) {
+    return Fail(absl::InvalidArgumentError("--quantize goes with --model (the lookup drafters run no model)"));
   }
   if (absl::Status s = splitspec::engine::CheckDevice(device); !s.ok()) return Fail(s);
   auto quantization = splitspec::engine::ParseWeightQuantization(quantize);
@@ -117,7 +126,13 @@ int Run(const splitspec::rpc::Flags& flags) {
   }
 
   std::unique_ptr<Proposer> proposer;
-  if (ngram) {
+  if (suffix) {
+    splitspec::drafter::SuffixOptions options;
+    options.cache_tokens = *suffix_cache;
+    auto created = splitspec::drafter::SuffixProposer::Create(options);
+    if (!created.ok()) return Fail(created.status());
+    proposer = std::move(*created);
+  } else if (ngram) {
     splitspec::spec::NgramMatcherOptions options;
     options.min_n = *ngram_min;
     options.max_n = *ngram_max;
@@ -191,6 +206,7 @@ int main(int argc, char** argv) {
   splitspec::rpc::BlockTerminationSignals();
   std::set<std::string> boolean_flags = splitspec::rpc::WorkerServingBooleanFlags();
   boolean_flags.insert("ngram");
+  boolean_flags.insert("suffix");
   auto flags = splitspec::rpc::Flags::Parse(argc, argv, boolean_flags);
   if (!flags.ok()) return Fail(flags.status());
   return Run(*flags);

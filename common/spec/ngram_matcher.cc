@@ -132,23 +132,39 @@ NgramMatch NgramMatcher::Propose(int32_t k) const {
   return match;
 }
 
-std::vector<std::vector<int32_t>> NgramMatcher::Continuations(int32_t k, int32_t max_occurrences) const {
+void NgramMatcher::HashesOfTail(absl::Span<const int32_t> tail, uint64_t* out) const {
+  const int64_t len = static_cast<int64_t>(tail.size());
+  uint64_t h = 0x2545f4914f6cdd1dULL;  // as HashesEndingAt, so the hashes meet
+  for (int32_t n = 1; n <= options_.max_n; ++n) {
+    if (len - n < 0) {
+      for (int32_t m = std::max(n, options_.min_n); m <= options_.max_n; ++m) out[m - options_.min_n] = 0;
+      return;
+    }
+    h = Extend(h, tail[len - n]);
+    if (n >= options_.min_n) out[n - options_.min_n] = h;
+  }
+}
+
+std::vector<std::vector<int32_t>> NgramMatcher::Collect(absl::Span<const int32_t> tail, int64_t before, int32_t k,
+                                                        int32_t max_occurrences) const {
   std::vector<std::vector<int32_t>> continuations;
   const int64_t len = size();
-  if (k <= 0 || max_occurrences <= 0 || len < 2) return continuations;
-  const int64_t last = len - 1;
+  const int64_t tail_len = static_cast<int64_t>(tail.size());
+  if (k <= 0 || max_occurrences <= 0 || tail_len == 0 || len == 0) return continuations;
   const int32_t n_len = n_lengths();
   uint64_t hashes[kMaxN];
-  HashesEndingAt(last, hashes);
+  HashesOfTail(tail, hashes);
   std::vector<int64_t> seen;
-  const int32_t longest = static_cast<int32_t>(std::min<int64_t>(options_.max_n, len - 1));
+  const int32_t longest = static_cast<int32_t>(std::min<int64_t>(options_.max_n, tail_len));
   for (int32_t n = longest; n >= options_.min_n; --n) {
     const int32_t idx = n - options_.min_n;
     const auto it = last_end_[idx].find(hashes[idx]);
     if (it == last_end_[idx].end()) continue;
     for (int64_t end = it->second; end >= 0; end = previous_end_[end * n_len + idx]) {
-      if (end >= last || !SameNgram(end, last, n)) continue;
-      if (std::find(seen.begin(), seen.end(), end) != seen.end()) continue;
+      if (end >= before || end + 1 >= len) continue;  // nothing follows it (yet)
+      bool same = true;
+      for (int32_t i = 0; i < n && same; ++i) same = history_[end - i] == tail[tail_len - 1 - i];
+      if (!same || std::find(seen.begin(), seen.end(), end) != seen.end()) continue;
       seen.push_back(end);
       const int64_t stop = std::min<int64_t>(len, end + 1 + static_cast<int64_t>(k));
       continuations.emplace_back(history_.begin() + end + 1, history_.begin() + stop);
@@ -156,6 +172,17 @@ std::vector<std::vector<int32_t>> NgramMatcher::Continuations(int32_t k, int32_t
     }
   }
   return continuations;
+}
+
+std::vector<std::vector<int32_t>> NgramMatcher::Continuations(int32_t k, int32_t max_occurrences) const {
+  if (size() < 2) return {};
+  // Occurrences ending before the last token (the suffix itself is indexed too).
+  return Collect(history_, size() - 1, k, max_occurrences);
+}
+
+std::vector<std::vector<int32_t>> NgramMatcher::ContinuationsOf(absl::Span<const int32_t> tail, int32_t k,
+                                                                int32_t max_occurrences) const {
+  return Collect(tail, size(), k, max_occurrences);
 }
 
 }  // namespace splitspec::spec

@@ -57,6 +57,10 @@ class NgramMatcher {
   // each, from the longest matching n down to min_n, most recent occurrence first, at most
   // `max_occurrences` of them (each earlier position once, whichever n found it).
   std::vector<std::vector<int32_t>> Continuations(int32_t k, int32_t max_occurrences) const;
+  // The same for another sequence's suffix: what followed occurrences in this index of the
+  // last n tokens of `tail` (n from max_n down to min_n).
+  std::vector<std::vector<int32_t>> ContinuationsOf(absl::Span<const int32_t> tail, int32_t k,
+                                                    int32_t max_occurrences) const;
 
   int64_t size() const { return static_cast<int64_t>(history_.size()); }
   absl::Span<const int32_t> history() const { return history_; }
@@ -67,6 +71,11 @@ class NgramMatcher {
   int32_t n_lengths() const { return options_.max_n - options_.min_n + 1; }
   // Hashes of the n-grams ending at `end` for n = min_n..max_n (0 where end + 1 < n).
   void HashesEndingAt(int64_t end, uint64_t* out) const;
+  // Hashes of the n-grams ending `tail` (0 where tail is shorter than n).
+  void HashesOfTail(absl::Span<const int32_t> tail, uint64_t* out) const;
+  // Continuations of occurrences of tail's n-grams that end before `before`.
+  std::vector<std::vector<int32_t>> Collect(absl::Span<const int32_t> tail, int64_t before, int32_t k,
+                                            int32_t max_occurrences) const;
   bool SameNgram(int64_t end_a, int64_t end_b, int32_t n) const;
 
   NgramMatcherOptions options_;

@@ -193,6 +193,31 @@ TEST_F(ServicesTest, ServicesOverUnixSocketsGiveTheSameOutput) {
   EXPECT_EQ(verifier->Stop(), 0);
 }
 
+// Suffix decoding as a drafter pool: chains and trees from the request's own tokens and from
+// requests that finished before it; outputs are the target's.
+TEST_F(ServicesTest, SuffixDrafterKeepsGreedyOutputsExact) {
+  Cluster& cluster = Cluster::Get();
+  auto suffix = Process::Start({SPLITSPEC_DRAFTER_BIN, "--suffix", "--port", "0", "--metrics-port", "-1"});
+  for (const char* policy : {"static:3", "static-tree:3:8"}) {
+    auto router = Process::Start({SPLITSPEC_ROUTER_BIN, "--verifier", cluster.verifier(), "--drafter",
+                                  "suffix=" + suffix->address(), "--policy", policy, "--port", "0",
+                                  "--metrics-port", "-1"});
+    int64_t drafted = 0;
+    // The same prompts twice: the second time the finished first runs are in the cache.
+    for (int round = 0; round < 2; ++round) {
+      for (const auto& prompt : {kVaried, kRepetitive}) {
+        const Generated out = Generate(router->address(), TokenRequest(prompt, kMaxTokens, "suffix"));
+        ASSERT_TRUE(out.status.ok()) << policy << ": " << out.status.error_message();
+        EXPECT_EQ(out.tokens, Reference(prompt, kMaxTokens)) << policy << " round " << round;
+        drafted += out.final.usage().drafted_tokens();
+      }
+    }
+    EXPECT_GT(drafted, 0) << policy;
+    EXPECT_EQ(router->Stop(), 0);
+  }
+  EXPECT_EQ(suffix->Stop(), 0);
+}
+
 // A router given the verifier as a DNS name (one replica per address; a Kubernetes headless
 // Service's) generates as with a plain address.
 TEST_F(ServicesTest, VerifierByDnsNameServesTheSameOutput) {
