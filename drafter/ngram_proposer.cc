@@ -32,16 +32,8 @@ absl::StatusOr<std::vector<spec::DraftProposal>> NgramProposer::Propose(absl::Sp
       if (!matcher.ok()) return matcher.status();
       it = matchers_.emplace(task.id, *std::move(matcher)).first;
     }
-    // Keep the indexed prefix that still agrees with the history, then index the rest; in the
-    // usual case that is just the tokens committed since the last step.
     spec::NgramMatcher& matcher = it->second;
-    const std::vector<int32_t>& history = *task.history;
-    const absl::Span<const int32_t> indexed = matcher.history();
-    const size_t limit = std::min(indexed.size(), history.size());
-    size_t common = 0;
-    while (common < limit && indexed[common] == history[common]) ++common;
-    if (absl::Status s = matcher.Truncate(static_cast<int64_t>(common)); !s.ok()) return s;
-    matcher.Append(absl::MakeConstSpan(history).subspan(common));
+    if (absl::Status s = matcher.SyncTo(*task.history); !s.ok()) return s;
     if (task.shape.depth <= 0) continue;
     if (task.shape.branching > 1) {
       // A tree: every continuation found, merged, the most frequent paths first.

@@ -35,14 +35,9 @@ absl::StatusOr<std::vector<spec::DraftProposal>> SuffixProposer::Propose(absl::S
       if (!matcher.ok()) return matcher.status();
       it = requests_.emplace(task.id, *std::move(matcher)).first;
     }
-    // As the n-gram proposer: keep the agreeing prefix, index the rest.
     spec::NgramMatcher& own = it->second;
     const std::vector<int32_t>& history = *task.history;
-    const absl::Span<const int32_t> indexed = own.history();
-    size_t common = 0;
-    while (common < std::min(indexed.size(), history.size()) && indexed[common] == history[common]) ++common;
-    if (absl::Status s = own.Truncate(static_cast<int64_t>(common)); !s.ok()) return s;
-    own.Append(absl::MakeConstSpan(history).subspan(common));
+    if (absl::Status s = own.SyncTo(history); !s.ok()) return s;
     const int32_t depth = task.shape.depth;
     if (depth <= 0) continue;
     std::vector<std::vector<int32_t>> continuations = own.Continuations(depth, options_.max_occurrences);

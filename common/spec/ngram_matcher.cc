@@ -80,6 +80,15 @@ void NgramMatcher::Append(absl::Span<const int32_t> tokens) {
   for (int32_t token : tokens) Append(token);
 }
 
+absl::Status NgramMatcher::SyncTo(absl::Span<const int32_t> history) {
+  const size_t limit = std::min(history_.size(), history.size());
+  size_t common = 0;
+  while (common < limit && history_[common] == history[common]) ++common;
+  if (absl::Status s = Truncate(static_cast<int64_t>(common)); !s.ok()) return s;
+  Append(history.subspan(common));
+  return absl::OkStatus();
+}
+
 absl::Status NgramMatcher::Truncate(int64_t new_size) {
   if (new_size < 0 || new_size > size()) {
     return absl::InvalidArgumentError(

@@ -44,6 +44,9 @@ class NgramMatcher {
 
   void Append(int32_t token);
   void Append(absl::Span<const int32_t> tokens);
+  // Makes the indexed history equal `history`: keeps the prefix that agrees, truncates the
+  // rest and indexes what follows (usually just the tokens committed since the last call).
+  absl::Status SyncTo(absl::Span<const int32_t> history);
   // Drops the history from position `new_size` on. INVALID_ARGUMENT if new_size is negative
   // or beyond the current size.
   absl::Status Truncate(int64_t new_size);

@@ -30,6 +30,20 @@ std::vector<int32_t> PathTo(const std::vector<int32_t>& parents, int node) {
   return path;
 }
 
+// The cache rows themselves, every layer and position of `seq`, against `fresh`'s.
+void ExpectSameCache(testing::LoadedModel& m, SeqId seq, SeqId fresh) {
+  const ModelConfig& config = m.model->config();
+  const size_t row_bytes = static_cast<size_t>(config.n_heads_kv) * config.head_dim * sizeof(float);
+  for (int layer = 0; layer < config.n_layers; ++layer) {
+    for (int32_t pos = 0; pos < m.kv->Length(seq); ++pos) {
+      ASSERT_EQ(std::memcmp(m.kv->k(layer).row(m.kv->Slot(seq, pos)), m.kv->k(layer).row(m.kv->Slot(fresh, pos)),
+                            row_bytes), 0) << "K layer " << layer << " pos " << pos;
+      ASSERT_EQ(std::memcmp(m.kv->v(layer).row(m.kv->Slot(seq, pos)), m.kv->v(layer).row(m.kv->Slot(fresh, pos)),
+                            row_bytes), 0) << "V layer " << layer << " pos " << pos;
+    }
+  }
+}
+
 class TreeForwardTest : public ::testing::TestWithParam<TestModelSpec> {};
 
 TEST_P(TreeForwardTest, EachNodeMatchesItsPathRunAsAChain) {
@@ -117,15 +131,7 @@ TEST_P(TreeForwardTest, TreeGrownOverSeveralForwardsMatchesChainsAndCommits) {
     for (int32_t i : accepted) committed.push_back(nodes[i]);
     const SeqId fresh = next_seq++;
     ChainLogits(*m.model, *m.kv, fresh, committed);
-    const size_t row_bytes = static_cast<size_t>(config.n_heads_kv) * config.head_dim * sizeof(float);
-    for (int layer = 0; layer < config.n_layers; ++layer) {
-      for (int32_t pos = 0; pos < m.kv->Length(seq); ++pos) {
-        ASSERT_EQ(std::memcmp(m.kv->k(layer).row(m.kv->Slot(seq, pos)), m.kv->k(layer).row(m.kv->Slot(fresh, pos)),
-                              row_bytes), 0) << "K layer " << layer << " pos " << pos;
-        ASSERT_EQ(std::memcmp(m.kv->v(layer).row(m.kv->Slot(seq, pos)), m.kv->v(layer).row(m.kv->Slot(fresh, pos)),
-                              row_bytes), 0) << "V layer " << layer << " pos " << pos;
-      }
-    }
+    ExpectSameCache(m, seq, fresh);
     for (SeqId s : {seq, fresh}) m.kv->Release(s);
   }
   EXPECT_EQ(m.kv->free_blocks(), m.kv->total_blocks());
@@ -178,16 +184,7 @@ TEST_P(TreeForwardTest, CommitAndTruncateEqualAFreshPrefill) {
 
     const SeqId fresh = next_seq++;
     ChainLogits(*m.model, *m.kv, fresh, committed);
-    // The cache rows themselves, every layer and position.
-    const size_t row_bytes = static_cast<size_t>(config.n_heads_kv) * config.head_dim * sizeof(float);
-    for (int layer = 0; layer < config.n_layers; ++layer) {
-      for (int32_t pos = 0; pos < m.kv->Length(seq); ++pos) {
-        ASSERT_EQ(std::memcmp(m.kv->k(layer).row(m.kv->Slot(seq, pos)), m.kv->k(layer).row(m.kv->Slot(fresh, pos)),
-                              row_bytes), 0) << "K layer " << layer << " pos " << pos;
-        ASSERT_EQ(std::memcmp(m.kv->v(layer).row(m.kv->Slot(seq, pos)), m.kv->v(layer).row(m.kv->Slot(fresh, pos)),
-                              row_bytes), 0) << "V layer " << layer << " pos " << pos;
-      }
-    }
+    ExpectSameCache(m, seq, fresh);
     // And the next forward after the commit.
     ForwardResult after_commit, after_fresh;
     ASSERT_TRUE(m.model->Forward({SequenceStep{seq, {next_token}, {}, {0}}}, *m.kv, &after_commit).ok());
