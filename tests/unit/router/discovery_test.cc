@@ -44,21 +44,7 @@ struct Discovered {
     core = std::make_unique<RouterCore>(RouterOptions{}, discovery->initial(), DrafterPools{{"pool0", &drafter}},
                                         std::move(*p), LatencyModel(), &clock);
   }
-  RequestId Submit(int32_t seed, int32_t max_tokens) {
-    GenerateRequest request;
-    request.prompt = Prompt(seed, 9);
-    request.max_tokens = max_tokens;
-    auto id = core->Submit(std::move(request), [this](const StreamEvent& e) {
-      Collected& c = out[e.id];
-      c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
-      if (e.finished) {
-        c.finished = true;
-        c.final_event = e;
-      }
-    });
-    EXPECT_TRUE(id.ok()) << id.status();
-    return *id;
-  }
+  RequestId Submit(int32_t seed, int32_t max_tokens) { return SubmitCollected(*core, &out, seed, max_tokens); }
   // Steps with the virtual clock moving, so new replicas get probed.
   void Steps(int n) {
     for (int i = 0; i < n; ++i) {

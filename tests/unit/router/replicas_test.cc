@@ -61,22 +61,7 @@ struct TwoReplicas {
                                         DrafterPools{{"pool0", &drafter}}, std::move(*p),
                                         LatencyModel(), &clock);
   }
-  RequestId Submit(int32_t seed, int32_t max_tokens) {
-    GenerateRequest request;
-    request.prompt = Prompt(seed, 9);
-    request.max_tokens = max_tokens;
-    auto id = core->Submit(std::move(request), [this](const StreamEvent& e) {
-      Collected& c = out[e.id];
-      EXPECT_FALSE(c.finished);
-      c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
-      if (e.finished) {
-        c.finished = true;
-        c.final_event = e;
-      }
-    });
-    EXPECT_TRUE(id.ok()) << id.status();
-    return *id;
-  }
+  RequestId Submit(int32_t seed, int32_t max_tokens) { return SubmitCollected(*core, &out, seed, max_tokens); }
   void RunUntilIdle(int max_steps = 20000) {
     for (int i = 0; i < max_steps && !core->Idle(); ++i) core->RunStep();
     EXPECT_TRUE(core->Idle());

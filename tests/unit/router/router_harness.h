@@ -80,6 +80,25 @@ inline std::vector<int32_t> Prompt(int32_t seed, int32_t len) {
   return p;
 }
 
+// Submits Prompt(seed, 9) for `max_tokens` to `core`, collecting its events into (*out)[id].
+inline RequestId SubmitCollected(RouterCore& core, std::map<RequestId, Collected>* out, int32_t seed,
+                                 int32_t max_tokens) {
+  GenerateRequest request;
+  request.prompt = Prompt(seed, 9);
+  request.max_tokens = max_tokens;
+  auto id = core.Submit(std::move(request), [out](const StreamEvent& e) {
+    Collected& c = (*out)[e.id];
+    EXPECT_FALSE(c.finished);
+    c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
+    if (e.finished) {
+      c.finished = true;
+      c.final_event = e;
+    }
+  });
+  EXPECT_TRUE(id.ok()) << id.status();
+  return id.ok() ? *id : 0;
+}
+
 }  // namespace splitspec::router::testing
 
 #endif  // SPLITSPEC_TESTS_UNIT_ROUTER_ROUTER_HARNESS_H_
