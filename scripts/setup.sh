@@ -13,7 +13,8 @@ packages=(build-essential cmake pkg-config
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libsentencepiece-dev sentencepiece
   libopenblas-dev libcpp-httplib-dev nlohmann-json3-dev libicu-dev prometheus prometheus-cpp-dev
   python3-torch python3-numpy python3-sentencepiece python3-matplotlib python3-yaml
-  clang-14 libclang-rt-14-dev libomp-14-dev)
+  clang-14 libclang-rt-14-dev libomp-14-dev
+  openssl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
