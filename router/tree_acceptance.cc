@@ -21,6 +21,11 @@ void TreeAcceptance::Observe(const std::string& pool, int32_t depth, int32_t nod
   };
   for (int32_t d = 1; d <= accepted; ++d) add(d, true);
   if (path_continued) add(accepted + 1, false);
+  for (int32_t d = 1; d <= accepted; ++d) {
+    Counts& c = counts_[Key{pool, width, d}];
+    c.reached = c.reached * decay_ + 1.0;
+    c.continued = c.continued * decay_ + ((d < accepted || path_continued) ? 1.0 : 0.0);
+  }
   ++observations_;
 }
 
@@ -38,11 +43,24 @@ std::vector<double> TreeAcceptance::DepthAcceptance(const std::string& pool, int
   return p;
 }
 
+std::vector<double> TreeAcceptance::Continuation(const std::string& pool, int32_t depth, int32_t nodes) const {
+  const int32_t width = Width(depth, nodes);
+  std::vector<double> c(static_cast<size_t>(std::max(depth, 0)), 1.0);
+  for (int32_t d = 1; d <= depth; ++d) {
+    auto it = counts_.find(Key{pool, width, d});
+    if (it == counts_.end()) continue;
+    c[d - 1] = (it->second.continued + prior_weight_) / (it->second.reached + prior_weight_);
+  }
+  return c;
+}
+
 double TreeAcceptance::ExpectedLength(const std::string& pool, int32_t depth, int32_t nodes,
                                       double chain_acceptance) const {
+  const std::vector<double> p = DepthAcceptance(pool, depth, nodes, chain_acceptance);
+  const std::vector<double> c = Continuation(pool, depth, nodes);
   double length = 1.0, reach = 1.0;
-  for (double p : DepthAcceptance(pool, depth, nodes, chain_acceptance)) {
-    reach *= p;
+  for (int32_t d = 1; d <= depth; ++d) {
+    reach *= (d == 1 ? 1.0 : c[d - 2]) * p[d - 1];
     length += reach;
   }
   return length;
@@ -55,6 +73,7 @@ nlohmann::json TreeAcceptance::Describe() const {
     nlohmann::json& row = out[pool][std::to_string(width)];
     row.push_back({{"depth", depth},
                    {"acceptance", c.trials > 0 ? c.successes / c.trials : 0.0},
+                   {"continuation", c.reached > 0 ? c.continued / c.reached : 1.0},
                    {"observations", c.trials}});
   }
   return out;

@@ -11,9 +11,12 @@
 // are kept per drafter pool and per width w = ceil(nodes / depth) (clamped to [2, kMaxWidth]):
 // a wider tree catches more at every depth.
 //
-// The expected tokens of a step with depth D: l = 1 + sum_{i=1..D} prod_{j<=i} p_j (the
-// accepted path reaches depth i with probability prod p_j; the bonus token adds 1), the
-// same form as ExpectedTreeLength (router/expected_length.h) with p_j in place of
+// A drafter's tree is not full: an accepted node at depth d has children only if it was
+// expanded. c_d, the share of steps accepted at depth d whose node there had children, is
+// estimated from the same outcomes (c_0 = 1: the root always has children; prior 1).
+// The expected tokens of a step with depth D: l = 1 + sum_{i=1..D} prod_{j<=i} c_{j-1} p_j
+// (the accepted path reaches depth i with that probability; the bonus token adds 1), the form
+// of ExpectedTreeLength (router/expected_length.h) with c_{j-1} p_j in place of
 // 1 - (1 - a_j)^(k_j).
 //
 // Thread-safety: thread-compatible (the router's loop thread).
@@ -49,6 +52,8 @@ class TreeAcceptance {
   // p_d for d = 1..depth.
   std::vector<double> DepthAcceptance(const std::string& pool, int32_t depth, int32_t nodes,
                                       double chain_acceptance) const;
+  // c_d for d = 1..depth (the chance the path goes on below an accepted node at depth d).
+  std::vector<double> Continuation(const std::string& pool, int32_t depth, int32_t nodes) const;
   // Expected tokens of the step, bonus included.
   double ExpectedLength(const std::string& pool, int32_t depth, int32_t nodes, double chain_acceptance) const;
 
@@ -60,6 +65,8 @@ class TreeAcceptance {
   struct Counts {
     double successes = 0;
     double trials = 0;
+    double reached = 0;    // steps whose path was accepted down to this depth
+    double continued = 0;  // of those, the ones whose node here had children
   };
   using Key = std::tuple<std::string, int32_t, int32_t>;  // pool, width, depth
   double decay_;

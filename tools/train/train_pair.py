@@ -616,7 +616,7 @@ def main(argv):
     parser.add_argument("--preset", choices=sorted(PRESETS), default="full")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="f32")
+    parser.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="bf16")
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto")
     parser.add_argument("--precision", choices=["auto", "bf16-mixed", "fp32"], default="auto",
                         help="auto: bf16-mixed where the hardware has native bf16 products, else fp32")

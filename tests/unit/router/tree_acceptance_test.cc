@@ -32,6 +32,16 @@ TEST(TreeAcceptanceTest, ConvergesToTheObservedPerDepthRates) {
   EXPECT_NEAR(t.DepthAcceptance("pool", 3, 6, 0.5)[1], 0.75, 1e-12);
 }
 
+// A tree whose accepted node at depth 1 has children only half the time reaches depth 2 half
+// as often as its per-depth acceptance alone says.
+TEST(TreeAcceptanceTest, PathsThatRunOutOfTreeShortenTheExpectedLength) {
+  TreeAcceptance t(0.999, 4);
+  for (int i = 0; i < 4000; ++i) t.Observe("pool", 2, 6, i % 2 == 0 ? 2 : 1, /*path_continued=*/false);
+  EXPECT_NEAR(t.Continuation("pool", 2, 6)[0], 0.5, 0.01);
+  const std::vector<double> p = t.DepthAcceptance("pool", 2, 6, 0.5);
+  EXPECT_NEAR(t.ExpectedLength("pool", 2, 6, 0.5), 1 + p[0] + p[0] * 0.5 * p[1], 0.01);
+}
+
 TEST(TreeAcceptanceTest, APathThatRanOutOfTreeIsNoFailure) {
   TreeAcceptance t(0.999, 4);
   for (int i = 0; i < 100; ++i) t.Observe("pool", 2, 6, 1, /*path_continued=*/false);
