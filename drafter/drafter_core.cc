@@ -1,6 +1,7 @@
 // Drafter sessions (see drafter_core.h).
 #include "drafter/drafter_core.h"
 
+#include <algorithm>
 #include <chrono>
 #include <unordered_set>
 #include <utility>
@@ -114,6 +115,14 @@ absl::StatusOr<spec::ProposeResponse> DrafterCore::Propose(const std::vector<spe
     task.id = item.id;
     task.history = &history;
     task.shape = item.shape;
+    // A tree's budget defaults to depth x branching (max_nodes 0); never more than this
+    // drafter sends (checked for an explicit max_nodes).
+    if (task.shape.branching > 1) {
+      const int64_t budget = task.shape.max_nodes > 0
+                                 ? task.shape.max_nodes
+                                 : static_cast<int64_t>(task.shape.depth) * task.shape.branching;
+      task.shape.max_nodes = static_cast<int32_t>(std::min<int64_t>(budget, options_.max_draft_tokens));
+    }
     task.sampling = item.sampling;
     tasks.push_back(task);
   }
