@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "router/router_core.h"
 #include "router/worker_clients.h"
 
 namespace splitspec::router::testing {
@@ -217,7 +218,11 @@ class FakeDrafter : public DrafterClient {
       std::vector<int32_t> cur = seen;
       for (int32_t j = 0; j < item.shape.depth; ++j) {
         const int32_t right = NextToken(cur);
-        const uint64_t h = (cur.size() * 0x9E3779B97F4A7C15ULL) ^ (item.id * 0xBF58476D1CE4E5B9ULL) ^ salt_;
+        // The router's random instance id (the id's high bits) stays out of the hash: a test
+        // then sees the same accepts in every run.
+        const uint64_t sequence = item.id & ((uint64_t{1} << RouterCore::kSequenceBits) - 1);
+        const uint64_t h =
+            (cur.size() * 0x9E3779B97F4A7C15ULL) ^ (sequence * 0xBF58476D1CE4E5B9ULL) ^ salt_;
         const double u = static_cast<double>((h >> 11) % 1000003) / 1000003.0;
         const int32_t t = u < accuracy_ ? right : (right + 1) % kFakeVocab;
         res.draft.tokens.push_back(t);
