@@ -42,7 +42,7 @@ absl::StatusOr<std::unique_ptr<DrafterDiscovery>> DrafterDiscovery::Create(const
 
 DrafterClient* DrafterDiscovery::ClientFor(Pool& pool, const std::string& address) {
   std::unique_ptr<DrafterClient>& client = pool.clients[address];
-  if (client == nullptr) client = make_client_(address);
+  if (client == nullptr) client = make_client_(address, pool.addresses.ServerNameOf(address));
   return client.get();
 }
 

@@ -30,7 +30,10 @@ namespace splitspec::router {
 
 class DrafterDiscovery {
  public:
-  using ClientFactory = std::function<std::unique_ptr<DrafterClient>(const std::string& address)>;
+  // `server_name`: the name the worker's TLS certificate must carry ("" = the address's host;
+  // ReplicaAddresses::ServerNameOf).
+  using ClientFactory =
+      std::function<std::unique_ptr<DrafterClient>(const std::string& address, const std::string& server_name)>;
   using Resolver = ReplicaAddresses::Resolver;
 
   // `flags`: the --drafter values. An unnamed pool is "default" when it is the only one, else

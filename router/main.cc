@@ -110,6 +110,8 @@ constexpr char kUsage[] =
     "                               --tls-client-ca)\n"
     "  --tls-key FILE               its private key (PEM)\n"
     "  --tls-client-ca FILE         CA that client certificates must chain to (PEM)\n"
+    "  --tls-reload-seconds S       how often all TLS files (--tls-* and --worker-tls-*) are read again,\n"
+    "                               so rotated certificates serve new connections without a restart (60)\n"
     "  --health-port P|0            also serve grpc.health.v1 alone, in plaintext, on this port (off)\n"
     "  --enable-reflection          gRPC server reflection (off)\n"
     "  --chat-template FILE         Jinja chat template (default: tokenizer_config.json's in the model dir)\n"
@@ -163,6 +165,7 @@ int Run(const rpc::Flags& flags) {
   worker_tls.ca = flags.GetString("worker-tls-ca");
   auto serving = rpc::ParseWorkerServing(flags);
   if (!serving.ok()) return Fail(serving.status());
+  worker_tls.reload_seconds = serving->tls.reload_seconds;
   const std::string chat_template_path = flags.GetString("chat-template");
   auto http_threads = flags.GetInt("http-threads", 64);
   for (const absl::Status& s : {port.status(), max_queue.status(), max_running.status(), max_k.status(),
@@ -204,8 +207,8 @@ int Run(const rpc::Flags& flags) {
   // dns:/// names resolve to one replica per address, re-resolved while serving.
   auto discovery = router::VerifierDiscovery::Create(
       verifier_address,
-      [timeout = absl::Seconds(*worker_timeout)](const std::string& address) {
-        return std::make_unique<router::GrpcVerifier>(address, timeout);
+      [timeout = absl::Seconds(*worker_timeout)](const std::string& address, const std::string& server_name) {
+        return std::make_unique<router::GrpcVerifier>(address, timeout, server_name);
       },
       rpc::ResolveAddresses);
   if (!discovery.ok()) return Die("--verifier " + verifier_address, discovery.status());
@@ -213,12 +216,13 @@ int Run(const rpc::Flags& flags) {
   std::vector<router::GrpcVerifier*> verifiers;
   for (router::VerifierClient* client : verifier_clients) verifiers.push_back(static_cast<router::GrpcVerifier*>(client));
   size_t first_up = 0;
-  while (first_up < verifiers.size() && !rpc::CheckHealth(rpc::MakeChannel(verifiers[first_up]->address())).ok()) {
+  // Over each replica's own channel: it carries the name its certificate must have.
+  while (first_up < verifiers.size() && !rpc::CheckHealth(verifiers[first_up]->channel()).ok()) {
     ++first_up;
   }
   if (first_up == verifiers.size()) {
     first_up = 0;
-    if (absl::Status s = rpc::WaitForHealthy(verifiers[0]->address(), absl::Seconds(*wait)); !s.ok()) {
+    if (absl::Status s = rpc::WaitForHealthy(verifiers[0]->channel(), absl::Seconds(*wait)); !s.ok()) {
       return Die("verifier " + verifiers[0]->address(), s);
     }
   }
@@ -226,8 +230,8 @@ int Run(const rpc::Flags& flags) {
   router::SteadyClock drafter_clock;
   auto drafter_discovery = router::DrafterDiscovery::Create(
       drafter_flags,
-      [timeout = absl::Seconds(*worker_timeout)](const std::string& address) {
-        return std::make_unique<router::GrpcDrafter>(address, timeout);
+      [timeout = absl::Seconds(*worker_timeout)](const std::string& address, const std::string& server_name) {
+        return std::make_unique<router::GrpcDrafter>(address, timeout, server_name);
       },
       rpc::ResolveAddresses, &drafter_clock, *probe_interval);
   if (!drafter_discovery.ok()) return Fail(drafter_discovery.status());

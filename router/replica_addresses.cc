@@ -57,6 +57,17 @@ void ReplicaAddresses::Collect() {
   }
 }
 
+std::string ReplicaAddresses::ServerNameOf(const std::string& address) const {
+  for (const Entry& entry : entries_) {
+    if (!std::binary_search(entry.addresses.begin(), entry.addresses.end(), address)) continue;
+    if (!entry.is_name) return "";
+    std::string host = entry.target.substr(7, entry.target.rfind(':') - 7);  // dns:///HOST:PORT
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    return host;
+  }
+  return "";
+}
+
 ReplicaAddresses::Change ReplicaAddresses::Refresh() {
   const std::vector<std::string> before = SortedUnique(current_);
   for (size_t i : names_) {

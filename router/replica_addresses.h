@@ -36,6 +36,12 @@ class ReplicaAddresses {
   const std::vector<std::string>& current() const { return current_; }
   bool has_names() const { return !names_.empty(); }
 
+  // The host of the dns:/// name that lists `address` ("verifier" for an address of
+  // dns:///verifier:50051), "" for a plain address. A TLS client checks the worker's
+  // certificate against it: a pod's IP is not known when its certificate is issued, the
+  // Service's name is.
+  std::string ServerNameOf(const std::string& address) const;
+
   // Resolves every name again. A name that fails to resolve, or resolves to nothing, keeps its
   // last addresses: a DNS hiccup must not drop every replica. An address named by two entries
   // stays while either names it.

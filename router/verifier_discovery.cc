@@ -17,7 +17,7 @@ absl::StatusOr<std::unique_ptr<VerifierDiscovery>> VerifierDiscovery::Create(con
 
 VerifierClient* VerifierDiscovery::ClientFor(const std::string& address) {
   std::unique_ptr<VerifierClient>& client = clients_[address];
-  if (client == nullptr) client = make_client_(address);
+  if (client == nullptr) client = make_client_(address, addresses_.ServerNameOf(address));
   return client.get();
 }
 

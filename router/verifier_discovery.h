@@ -5,7 +5,8 @@
 // one has its requests moved to the others. A Kubernetes headless Service lists one address
 // per ready pod, so scaling the verifier StatefulSet needs no change to the router's flags.
 //
-// No gRPC here: `make_client` builds a client for an address and `resolve` answers names
+// No gRPC here: `make_client` builds a client for an address (and the name its certificate
+// must carry, for TLS) and `resolve` answers names
 // (rpc::ResolveAddresses in the binary, fakes in tests). Clients are kept until destruction,
 // removed ones included, since a moved request's session release may still use one.
 //
@@ -30,7 +31,10 @@ namespace splitspec::router {
 
 class VerifierDiscovery {
  public:
-  using ClientFactory = std::function<std::unique_ptr<VerifierClient>(const std::string& address)>;
+  // `server_name`: the name the worker's TLS certificate must carry ("" = the address's host;
+  // ReplicaAddresses::ServerNameOf).
+  using ClientFactory =
+      std::function<std::unique_ptr<VerifierClient>(const std::string& address, const std::string& server_name)>;
   using Resolver = ReplicaAddresses::Resolver;
 
   // `targets`: the --verifier list (comma-separated addresses and dns:/// names). Every name

@@ -52,6 +52,11 @@ TEST(ReplicaAddressesTest, NamesAreResolvedAgainAndOnlyTheirChangesReported) {
   dns.answers["dns:///verifier:1"] = {};
   EXPECT_TRUE(list->Refresh().empty());
   EXPECT_EQ(list->current().size(), 4u);
+
+  // What a worker's certificate must name: the Service for its pods, the host for the others.
+  EXPECT_EQ(list->ServerNameOf("10.0.0.3:1"), "verifier");
+  EXPECT_EQ(list->ServerNameOf("a:1"), "");  // listed plainly first
+  EXPECT_EQ(list->ServerNameOf("10.9.9.9:1"), "");
 }
 
 TEST(ReplicaAddressesTest, StartRules) {
@@ -185,7 +190,7 @@ TEST(ReplicatedDrafterTest, JoiningReplicasTakeNewRequestsAndLeavingOnesAreRelea
 TEST(DrafterDiscoveryTest, PoolsFromFlags) {
   FakeDns dns;
   VirtualClock clock;
-  auto make = [](const std::string&) { return std::unique_ptr<DrafterClient>(new FakeDrafter()); };
+  auto make = [](const std::string&, const std::string&) { return std::unique_ptr<DrafterClient>(new FakeDrafter()); };
   auto one = DrafterDiscovery::Create({"x:1"}, make, dns.resolver(), &clock, 1.0);
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ((*one)->pools().count("default"), 1u);
@@ -217,7 +222,7 @@ struct DiscoveredPool {
     if (!answer.empty()) dns.answers["dns:///drafter:50052"] = std::move(answer);
     auto made = DrafterDiscovery::Create(
         {"ngram=dns:///drafter:50052"},
-        [this](const std::string& address) {
+        [this](const std::string& address, const std::string&) {
           auto d = std::make_unique<FakeDrafter>(0.8, drafters.size() + 1);
           d->verifier = &verifier;
           drafters[address] = d.get();
