@@ -7,28 +7,31 @@
 
 namespace splitspec::router {
 
-absl::StatusOr<std::unique_ptr<DrafterDiscovery>> DrafterDiscovery::Create(const std::vector<std::string>& flags,
-                                                                           ClientFactory make_client,
-                                                                           Resolver resolve, const Clock* clock,
-                                                                           double retry_seconds) {
+absl::StatusOr<std::unique_ptr<DrafterDiscovery>> DrafterDiscovery::Create(
+    const std::vector<std::string>& flags, ClientFactory make_client, Resolver resolve,
+    const Clock* clock, double retry_seconds) {
   std::unique_ptr<DrafterDiscovery> d(new DrafterDiscovery(std::move(make_client)));
   for (size_t i = 0; i < flags.size(); ++i) {
     const std::string& flag = flags[i];
     const size_t eq = flag.find('=');
-    const std::string name =
-        eq != std::string::npos ? flag.substr(0, eq) : (flags.size() == 1 ? "default" : absl::StrCat("d", i));
+    const std::string name = eq != std::string::npos
+                                 ? flag.substr(0, eq)
+                                 : (flags.size() == 1 ? "default" : absl::StrCat("d", i));
     const std::string targets = eq == std::string::npos ? flag : flag.substr(eq + 1);
     if (name.empty() || d->pools_.count(name)) {
       return absl::InvalidArgumentError(absl::StrCat("bad or repeated --drafter '", flag, "'"));
     }
-    absl::StatusOr<ReplicaAddresses> addresses = ReplicaAddresses::Create(targets, resolve,
-                                                                          /*names_must_resolve=*/false);
+    absl::StatusOr<ReplicaAddresses> addresses =
+        ReplicaAddresses::Create(targets, resolve,
+                                 /*names_must_resolve=*/false);
     if (!addresses.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--drafter '", flag, "': ", addresses.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--drafter '", flag, "': ", addresses.status().message()));
     }
     auto pool = std::make_unique<Pool>(Pool{name, *std::move(addresses), nullptr, {}});
     std::vector<DrafterClient*> replicas;
-    for (const std::string& address : pool->addresses.current()) replicas.push_back(d->ClientFor(*pool, address));
+    for (const std::string& address : pool->addresses.current())
+      replicas.push_back(d->ClientFor(*pool, address));
     if (replicas.size() == 1 && !pool->addresses.has_names()) {
       d->pools_[name] = replicas[0];
     } else {

@@ -32,16 +32,16 @@ class DrafterDiscovery {
  public:
   // `server_name`: the name the worker's TLS certificate must carry ("" = the address's host;
   // ReplicaAddresses::ServerNameOf).
-  using ClientFactory =
-      std::function<std::unique_ptr<DrafterClient>(const std::string& address, const std::string& server_name)>;
+  using ClientFactory = std::function<std::unique_ptr<DrafterClient>(
+      const std::string& address, const std::string& server_name)>;
   using Resolver = ReplicaAddresses::Resolver;
 
   // `flags`: the --drafter values. An unnamed pool is "default" when it is the only one, else
   // "d<index>". INVALID_ARGUMENT for an empty or repeated name, an empty address list or a
   // malformed dns:/// name. `clock` (not owned) and `retry_seconds` go to ReplicatedDrafter.
-  static absl::StatusOr<std::unique_ptr<DrafterDiscovery>> Create(const std::vector<std::string>& flags,
-                                                                  ClientFactory make_client, Resolver resolve,
-                                                                  const Clock* clock, double retry_seconds);
+  static absl::StatusOr<std::unique_ptr<DrafterDiscovery>> Create(
+      const std::vector<std::string>& flags, ClientFactory make_client, Resolver resolve,
+      const Clock* clock, double retry_seconds);
 
   // For RouterCore; valid while the discovery lives.
   const DrafterPools& pools() const { return pools_; }
@@ -57,7 +57,7 @@ class DrafterDiscovery {
   struct Pool {
     std::string name;
     ReplicaAddresses addresses;
-    std::unique_ptr<ReplicatedDrafter> replicated;  // null: one fixed address
+    std::unique_ptr<ReplicatedDrafter> replicated;                  // null: one fixed address
     std::map<std::string, std::unique_ptr<DrafterClient>> clients;  // by address, never erased
   };
   explicit DrafterDiscovery(ClientFactory make_client) : make_client_(std::move(make_client)) {}

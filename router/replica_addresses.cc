@@ -21,7 +21,8 @@ std::vector<std::string> SortedUnique(std::vector<std::string> v) {
 
 }  // namespace
 
-absl::StatusOr<ReplicaAddresses> ReplicaAddresses::Create(const std::string& targets, Resolver resolve,
+absl::StatusOr<ReplicaAddresses> ReplicaAddresses::Create(const std::string& targets,
+                                                          Resolver resolve,
                                                           bool names_must_resolve) {
   ReplicaAddresses out(std::move(resolve));
   for (absl::string_view piece : absl::StrSplit(targets, ',', absl::SkipWhitespace())) {
@@ -62,7 +63,8 @@ std::string ReplicaAddresses::ServerNameOf(const std::string& address) const {
     if (!std::binary_search(entry.addresses.begin(), entry.addresses.end(), address)) continue;
     if (!entry.is_name) return "";
     std::string host = entry.target.substr(7, entry.target.rfind(':') - 7);  // dns:///HOST:PORT
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+      host = host.substr(1, host.size() - 2);
     return host;
   }
   return "";
@@ -78,8 +80,10 @@ ReplicaAddresses::Change ReplicaAddresses::Refresh() {
   Collect();
   const std::vector<std::string> after = SortedUnique(current_);
   Change change;
-  std::set_difference(after.begin(), after.end(), before.begin(), before.end(), std::back_inserter(change.added));
-  std::set_difference(before.begin(), before.end(), after.begin(), after.end(), std::back_inserter(change.removed));
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
+                      std::back_inserter(change.added));
+  std::set_difference(before.begin(), before.end(), after.begin(), after.end(),
+                      std::back_inserter(change.removed));
   return change;
 }
 

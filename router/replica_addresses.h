@@ -18,7 +18,8 @@ namespace splitspec::router {
 class ReplicaAddresses {
  public:
   // target -> its addresses ("10.0.0.7:50051"); called only for dns:/// targets.
-  using Resolver = std::function<absl::StatusOr<std::vector<std::string>>(const std::string& target)>;
+  using Resolver =
+      std::function<absl::StatusOr<std::vector<std::string>>(const std::string& target)>;
   struct Change {
     std::vector<std::string> added;    // sorted
     std::vector<std::string> removed;  // sorted

@@ -15,7 +15,8 @@ ReplicatedDrafter::ReplicatedDrafter(std::vector<DrafterClient*> replicas, const
   for (DrafterClient* client : replicas) Add(client);
 }
 
-void ReplicatedDrafter::UpdateReplicas(std::vector<DrafterClient*> added, std::vector<DrafterClient*> removed) {
+void ReplicatedDrafter::UpdateReplicas(std::vector<DrafterClient*> added,
+                                       std::vector<DrafterClient*> removed) {
   std::lock_guard<std::mutex> lock(updates_mu_);
   to_add_.insert(to_add_.end(), added.begin(), added.end());
   to_remove_.insert(to_remove_.end(), removed.begin(), removed.end());
@@ -77,9 +78,9 @@ void ReplicatedDrafter::MarkDown(int replica, double now) {
   Unplace(replica);
 }
 
-std::vector<ReplicatedDrafter::ReplicaCall> ReplicatedDrafter::Place(const std::vector<spec::ProposeItem>& items,
-                                                                     double now,
-                                                                     std::vector<spec::ProposeResult>* local) {
+std::vector<ReplicatedDrafter::ReplicaCall> ReplicatedDrafter::Place(
+    const std::vector<spec::ProposeItem>& items, double now,
+    std::vector<spec::ProposeResult>* local) {
   // Requests per usable replica, for choosing where new and moving requests go.
   std::vector<int> load(replicas_.size(), 0);
   for (const auto& [id, placement] : placements_) {
@@ -103,12 +104,13 @@ std::vector<ReplicatedDrafter::ReplicaCall> ReplicatedDrafter::Place(const std::
     if (item.known_length > 0 && placement.in_sync != placement.replica) {
       spec::ProposeResult moved;
       moved.id = item.id;
-      moved.status = absl::FailedPreconditionError(
-          absl::StrCat("request ", item.id, " moved to another drafter replica; resend with known_length 0"));
+      moved.status = absl::FailedPreconditionError(absl::StrCat(
+          "request ", item.id, " moved to another drafter replica; resend with known_length 0"));
       local->push_back(std::move(moved));
       continue;
     }
-    if (std::find(placement.holders.begin(), placement.holders.end(), placement.replica) == placement.holders.end()) {
+    if (std::find(placement.holders.begin(), placement.holders.end(), placement.replica) ==
+        placement.holders.end()) {
       placement.holders.push_back(placement.replica);
     }
     ReplicaCall& call = calls[placement.replica];
@@ -120,11 +122,13 @@ std::vector<ReplicatedDrafter::ReplicaCall> ReplicatedDrafter::Place(const std::
   return out;
 }
 
-absl::StatusOr<spec::ProposeResponse> ReplicatedDrafter::Propose(const std::vector<spec::ProposeItem>& items) {
+absl::StatusOr<spec::ProposeResponse> ReplicatedDrafter::Propose(
+    const std::vector<spec::ProposeItem>& items) {
   ApplyUpdates();
   const double now = clock_->NowSeconds();
   bool any_usable = false;
-  for (int r = 0; r < static_cast<int>(replicas_.size()); ++r) any_usable = any_usable || Usable(r, now);
+  for (int r = 0; r < static_cast<int>(replicas_.size()); ++r)
+    any_usable = any_usable || Usable(r, now);
   if (!any_usable) return absl::UnavailableError("every replica of this drafter pool is down");
 
   spec::ProposeResponse out;
@@ -154,7 +158,8 @@ absl::StatusOr<spec::ProposeResponse> ReplicatedDrafter::Propose(const std::vect
     out.compute_seconds = std::max(out.compute_seconds, response->compute_seconds);
     for (spec::ProposeResult& result : response->results) {
       auto placement = placements_.find(result.id);
-      if (result.status.ok() && placement != placements_.end() && placement->second.replica == call.replica) {
+      if (result.status.ok() && placement != placements_.end() &&
+          placement->second.replica == call.replica) {
         placement->second.in_sync = call.replica;
       }
       out.results.push_back(std::move(result));

@@ -35,7 +35,8 @@ class ReplicatedDrafter : public DrafterClient {
   // yet): Propose fails fast until one joins.
   ReplicatedDrafter(std::vector<DrafterClient*> replicas, const Clock* clock, double retry_seconds);
 
-  absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items) override;
+  absl::StatusOr<spec::ProposeResponse> Propose(
+      const std::vector<spec::ProposeItem>& items) override;
   // Sent to each replica that drafted for these requests and is not known to be down (a dead
   // replica lost them; a live one's lease reclaims what a failed Release leaves).
   absl::Status Release(const std::vector<spec::RequestId>& ids) override;

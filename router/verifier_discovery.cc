@@ -5,13 +5,15 @@
 
 namespace splitspec::router {
 
-absl::StatusOr<std::unique_ptr<VerifierDiscovery>> VerifierDiscovery::Create(const std::string& targets,
-                                                                             ClientFactory make_client,
-                                                                             Resolver resolve) {
-  absl::StatusOr<ReplicaAddresses> addresses = ReplicaAddresses::Create(targets, std::move(resolve));
+absl::StatusOr<std::unique_ptr<VerifierDiscovery>> VerifierDiscovery::Create(
+    const std::string& targets, ClientFactory make_client, Resolver resolve) {
+  absl::StatusOr<ReplicaAddresses> addresses =
+      ReplicaAddresses::Create(targets, std::move(resolve));
   if (!addresses.ok()) return addresses.status();
-  std::unique_ptr<VerifierDiscovery> d(new VerifierDiscovery(std::move(make_client), *std::move(addresses)));
-  for (const std::string& address : d->addresses_.current()) d->initial_.push_back(d->ClientFor(address));
+  std::unique_ptr<VerifierDiscovery> d(
+      new VerifierDiscovery(std::move(make_client), *std::move(addresses)));
+  for (const std::string& address : d->addresses_.current())
+    d->initial_.push_back(d->ClientFor(address));
   return d;
 }
 
@@ -29,7 +31,8 @@ void VerifierDiscovery::Refresh(RouterCore* core) {
     for (const std::string& address : change.added) added.push_back(ClientFor(address));
     for (const std::string& address : change.removed) removed.push_back(ClientFor(address));
   }
-  if (!added.empty() || !removed.empty()) core->UpdateVerifierReplicas(std::move(added), std::move(removed));
+  if (!added.empty() || !removed.empty())
+    core->UpdateVerifierReplicas(std::move(added), std::move(removed));
 }
 
 }  // namespace splitspec::router

@@ -33,13 +33,14 @@ class VerifierDiscovery {
  public:
   // `server_name`: the name the worker's TLS certificate must carry ("" = the address's host;
   // ReplicaAddresses::ServerNameOf).
-  using ClientFactory =
-      std::function<std::unique_ptr<VerifierClient>(const std::string& address, const std::string& server_name)>;
+  using ClientFactory = std::function<std::unique_ptr<VerifierClient>(
+      const std::string& address, const std::string& server_name)>;
   using Resolver = ReplicaAddresses::Resolver;
 
   // `targets`: the --verifier list (comma-separated addresses and dns:/// names). Every name
   // must resolve now; INVALID_ARGUMENT for an empty list.
-  static absl::StatusOr<std::unique_ptr<VerifierDiscovery>> Create(const std::string& targets, ClientFactory make_client,
+  static absl::StatusOr<std::unique_ptr<VerifierDiscovery>> Create(const std::string& targets,
+                                                                   ClientFactory make_client,
                                                                    Resolver resolve);
 
   // The replicas at start (for RouterCore's constructor), in list order.

@@ -64,15 +64,18 @@ TEST(ReplicaAddressesTest, StartRules) {
   EXPECT_TRUE(absl::IsInvalidArgument(ReplicaAddresses::Create("", dns.resolver()).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ReplicaAddresses::Create(" , ", dns.resolver()).status()));
   // Unresolvable: fatal where a replica is needed at start, an empty start otherwise.
-  EXPECT_TRUE(absl::IsUnavailable(ReplicaAddresses::Create("dns:///later:1", dns.resolver()).status()));
-  auto later = ReplicaAddresses::Create("dns:///later:1", dns.resolver(), /*names_must_resolve=*/false);
+  EXPECT_TRUE(
+      absl::IsUnavailable(ReplicaAddresses::Create("dns:///later:1", dns.resolver()).status()));
+  auto later =
+      ReplicaAddresses::Create("dns:///later:1", dns.resolver(), /*names_must_resolve=*/false);
   ASSERT_TRUE(later.ok()) << later.status();
   EXPECT_TRUE(later->current().empty());
   dns.answers["dns:///later:1"] = {"10.0.0.9:1"};
   EXPECT_EQ(later->Refresh().added, (Addresses{"10.0.0.9:1"}));
   // A malformed name is refused either way.
   EXPECT_TRUE(absl::IsInvalidArgument(
-      ReplicaAddresses::Create("dns:///noport", dns.resolver(), /*names_must_resolve=*/false).status()));
+      ReplicaAddresses::Create("dns:///noport", dns.resolver(), /*names_must_resolve=*/false)
+          .status()));
   auto plain = ReplicaAddresses::Create("x:1,x:1", dns.resolver());
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE(plain->has_names());
@@ -98,7 +101,8 @@ TEST(ReplicatedDrafterTest, SpreadsRequestsAndKeepsEachOnItsReplica) {
   FakeDrafter a(0.9, 1), b(0.9, 2);
   VirtualClock clock;
   ReplicatedDrafter pool({&a, &b}, &clock, 1.0);
-  auto first = pool.Propose({Item(1, 0, {5, 6}), Item(2, 0, {5}), Item(3, 0, {7}), Item(4, 0, {8})});
+  auto first =
+      pool.Propose({Item(1, 0, {5, 6}), Item(2, 0, {5}), Item(3, 0, {7}), Item(4, 0, {8})});
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->results.size(), 4u);
   EXPECT_EQ(a.sessions.size(), 2u);
@@ -119,7 +123,8 @@ TEST(ReplicatedDrafterTest, AFailedReplicaFailsOnlyItsItemsAndItsRequestsMove) {
   FakeDrafter a(0.9, 1), b(0.9, 2);
   VirtualClock clock;
   ReplicatedDrafter pool({&a, &b}, &clock, 1.0);
-  ASSERT_TRUE(pool.Propose({Item(1, 0, {5}), Item(2, 0, {5}), Item(3, 0, {5}), Item(4, 0, {5})}).ok());
+  ASSERT_TRUE(
+      pool.Propose({Item(1, 0, {5}), Item(2, 0, {5}), Item(3, 0, {5}), Item(4, 0, {5})}).ok());
   ASSERT_EQ(pool.ReplicaOf(1), &a);
   ASSERT_EQ(pool.ReplicaOf(2), &b);
   a.down = true;
@@ -149,7 +154,8 @@ TEST(ReplicatedDrafterTest, AFailedReplicaFailsOnlyItsItemsAndItsRequestsMove) {
   EXPECT_TRUE(absl::IsUnavailable(pool.Propose({Item(2, 0, {5})}).status()));
   const int calls_before = a.calls + b.calls;
   EXPECT_TRUE(absl::IsUnavailable(pool.Propose({Item(2, 0, {5})}).status()));
-  EXPECT_EQ(a.calls + b.calls, calls_before) << "down replicas are not called before their retry time";
+  EXPECT_EQ(a.calls + b.calls, calls_before)
+      << "down replicas are not called before their retry time";
 
   // After the retry time a replica takes requests again; Release reaches the replicas that
   // hold sessions and are up.
@@ -166,7 +172,8 @@ TEST(ReplicatedDrafterTest, JoiningReplicasTakeNewRequestsAndLeavingOnesAreRelea
   FakeDrafter a(0.9, 1), b(0.9, 2), c(0.9, 3);
   VirtualClock clock;
   ReplicatedDrafter pool({&a, &b}, &clock, 1.0);
-  ASSERT_TRUE(pool.Propose({Item(1, 0, {5}), Item(2, 0, {5}), Item(3, 0, {5}), Item(4, 0, {5})}).ok());
+  ASSERT_TRUE(
+      pool.Propose({Item(1, 0, {5}), Item(2, 0, {5}), Item(3, 0, {5}), Item(4, 0, {5})}).ok());
   pool.UpdateReplicas({&c, &a}, {});  // a is already there
   ASSERT_TRUE(pool.Propose({Item(5, 0, {5}), Item(6, 0, {5})}).ok());
   EXPECT_EQ(pool.size(), 3);
@@ -190,7 +197,9 @@ TEST(ReplicatedDrafterTest, JoiningReplicasTakeNewRequestsAndLeavingOnesAreRelea
 TEST(DrafterDiscoveryTest, PoolsFromFlags) {
   FakeDns dns;
   VirtualClock clock;
-  auto make = [](const std::string&, const std::string&) { return std::unique_ptr<DrafterClient>(new FakeDrafter()); };
+  auto make = [](const std::string&, const std::string&) {
+    return std::unique_ptr<DrafterClient>(new FakeDrafter());
+  };
   auto one = DrafterDiscovery::Create({"x:1"}, make, dns.resolver(), &clock, 1.0);
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ((*one)->pools().count("default"), 1u);
@@ -203,7 +212,8 @@ TEST(DrafterDiscoveryTest, PoolsFromFlags) {
   EXPECT_EQ((*two)->replicated("ngram")->size(), 2);
   for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
            {"a=x:1", "a=y:1"}, {"=x:1"}, {"a="}, {"a=dns:///noport"}}) {
-    EXPECT_TRUE(absl::IsInvalidArgument(DrafterDiscovery::Create(bad, make, dns.resolver(), &clock, 1.0).status()))
+    EXPECT_TRUE(absl::IsInvalidArgument(
+        DrafterDiscovery::Create(bad, make, dns.resolver(), &clock, 1.0).status()))
         << bad[0];
   }
 }
@@ -235,8 +245,8 @@ struct DiscoveredPool {
     EXPECT_TRUE(made.ok()) << made.status();
     discovery = std::move(*made);
     auto p = MakePolicy("static:3", nlohmann::json::object());
-    core = std::make_unique<RouterCore>(std::move(options), &verifier, discovery->pools(), std::move(*p),
-                                        LatencyModel(), &clock);
+    core = std::make_unique<RouterCore>(std::move(options), &verifier, discovery->pools(),
+                                        std::move(*p), LatencyModel(), &clock);
   }
   void Steps(int n) {
     for (int i = 0; i < n; ++i) {
@@ -244,7 +254,9 @@ struct DiscoveredPool {
       clock.Advance(0.1);
     }
   }
-  FakeDrafter* at(const std::string& address) { return drafters.count(address) ? drafters.at(address) : nullptr; }
+  FakeDrafter* at(const std::string& address) {
+    return drafters.count(address) ? drafters.at(address) : nullptr;
+  }
   void ExpectOutputs(const std::map<RequestId, int32_t>& seeds, int32_t max_tokens) {
     for (const auto& [id, seed] : seeds) {
       const Collected& c = out[id];
