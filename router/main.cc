@@ -381,7 +381,7 @@ int Run(const rpc::Flags& flags) {
   }
   std::printf("splitspec-router listening on %s (policy %s, %zu drafter pool(s), %s%s)\n",
               (*server)->address().c_str(), policy_name.c_str(), pools.size(), serving->Describe().c_str(),
-              worker_tls.enabled() ? ", workers over mutual TLS" : "");
+              worker_tls.enabled() ? ", workers over mutual TLS" : ", workers in plaintext");
   if (metrics_server != nullptr) {
     std::printf("splitspec-router metrics on %s\n", rpc::JoinHostPort(metrics_host, metrics_server->port()).c_str());
   }

@@ -378,6 +378,70 @@ TEST_F(SecurityTest, RotatedCertificatesServeNewConnectionsWithoutARestart) {
   EXPECT_EQ(verifier->Stop(), 0);
 }
 
+// A drafter service whose Propose holds its call until released: an in-flight call the
+// server's drain waits for.
+class HeldDrafter final : public v1::Drafter::Service {
+ public:
+  grpc::Status Propose(grpc::ServerContext*, const v1::ProposeRequest*, v1::ProposeResponse*) override {
+    entered_.set_value();
+    release_.get_future().wait();
+    return grpc::Status::OK;
+  }
+  void WaitEntered() { entered_.get_future().wait(); }
+  void Release() { release_.set_value(); }
+
+ private:
+  std::promise<void> entered_, release_;
+};
+
+grpc::health::v1::HealthCheckResponse::ServingStatus HealthOn(int port) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::health::v1::HealthCheckResponse response;
+  if (!stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response).ok()) {
+    return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  }
+  return response.status();
+}
+
+// The health-only port says what the main port would: NOT_SERVING from the moment a drain
+// starts (the kubelet takes the pod out of its Service while calls in flight finish).
+TEST_F(SecurityTest, TheHealthPortMirrorsTheServerWhileItDrains) {
+  HeldDrafter held;
+  rpc::ServerOptions options;
+  options.health_port = 0;
+  options.drain_timeout = absl::Seconds(30);
+  options.tls = rpc::TlsFiles{certs_->Path("node.pem"), certs_->Path("node.key"), certs_->Path("ca.pem")};
+  auto server = rpc::Server::Start(options, {&held}, {"splitspec.v1.Drafter"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int health_port = (*server)->health_port();
+  EXPECT_EQ(HealthOn(health_port), grpc::health::v1::HealthCheckResponse::SERVING);
+
+  grpc::Status in_flight_status;
+  std::thread in_flight([&] {
+    auto stub = v1::Drafter::NewStub(TlsChannel((*server)->address(), *certs_, "ca", "node"));
+    grpc::ClientContext context;
+    v1::ProposeResponse response;
+    in_flight_status = stub->Propose(&context, v1::ProposeRequest(), &response);
+  });
+  held.WaitEntered();
+  std::thread drain([&] { (*server)->Shutdown(); });
+  // The drain's first step; the deadline only bounds a failure.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto status = HealthOn(health_port);
+  while (status == grpc::health::v1::HealthCheckResponse::SERVING && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    status = HealthOn(health_port);
+  }
+  EXPECT_EQ(status, grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  held.Release();
+  in_flight.join();
+  drain.join();
+  EXPECT_TRUE(in_flight_status.ok()) << "the call in flight was cut: " << in_flight_status.error_message();
+}
+
 TEST_F(SecurityTest, WorkersHideReflectionAndTheModelPathUnlessAsked) {
   const TestModels& models = GetTestModels();
   auto closed = Process::Start({SPLITSPEC_VERIFIER_BIN, "--model", models.target_dir, "--port", "0", "--threads",
