@@ -66,6 +66,8 @@ constexpr char kUsage[] =
     "                           --tls-client-ca: callers must present a certificate from that CA)\n"
     "  --tls-key FILE           the certificate's private key (PEM)\n"
     "  --tls-client-ca FILE     CA that client certificates must chain to (PEM)\n"
+    "  --tls-reload-seconds S   how often the TLS files are read again, so a rotated certificate\n"
+    "                           serves new connections without a restart (60)\n"
     "  --health-port P|0        also serve grpc.health.v1 alone, in plaintext, on this port (for\n"
     "                           probes without a certificate; off by default, 0 = a free port)\n"
     "  --enable-reflection      gRPC server reflection (off: it lists every method to any caller)\n"

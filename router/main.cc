@@ -9,8 +9,10 @@
 // --metrics-port (9400; 0 = a free port, -1 = no metrics server), --metrics-host (--host).
 // Replicas (docs/reliability.md): several --verifier addresses are replicas of one target
 // model; a new request goes to the one with the most free KV, and a failed one's requests are
-// re-prefilled on another. Several addresses after a drafter pool's NAME= are standbys of that
-// pool. --failover-wait-seconds (10: how long a request waits for a replica),
+// re-prefilled on another. Several addresses after a drafter pool's NAME= are replicas of that
+// pool, its requests spread over them. dns:///HOST:PORT in either list stands for every address
+// HOST resolves to, resolved again every --resolve-interval-seconds (10).
+// --failover-wait-seconds (10: how long a request waits for a replica),
 // --deadline-factor (8) and --deadline-floor-seconds (0.5): a worker call's deadline is factor
 // x the latency model's prediction, at least the floor, at most --worker-timeout-seconds;
 // --probe-interval-seconds (0.25: how often a failed replica is probed).
@@ -39,6 +41,7 @@
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/rpc/flags.h"
+#include "common/rpc/periodic_task.h"
 #include "common/rpc/resolve.h"
 #include "common/rpc/server.h"
 #include "common/rpc/serving_flags.h"
@@ -47,7 +50,7 @@
 #include "router/latency_model.h"
 #include "router/http/openai_http_server.h"
 #include "router/policy.h"
-#include "router/replicated_drafter.h"
+#include "router/drafter_discovery.h"
 #include "router/router_core.h"
 #include "router/verifier_discovery.h"
 #include "router/service/grpc_workers.h"
@@ -67,7 +70,8 @@ constexpr char kUsage[] =
     "                               dns:///HOST:PORT = one replica per address HOST resolves to, kept current\n"
     "  --drafter [NAME=]ADDR[,ADDR...]\n"
     "                               a drafter pool; repeat for several (default names: default, d0, d1, ...);\n"
-    "                               further addresses are standbys of the pool\n"
+    "                               further addresses are replicas of the pool (its requests spread over\n"
+    "                               them); dns:///HOST:PORT = one replica per address, kept current\n"
     "  --host H                     address to listen on (127.0.0.1); unix:///PATH = a Unix socket\n"
     "  --port P                     gRPC port (50050; 0 = a free port)\n"
     "  --policy NAME                none|static:K|static-tree:D:N|smartspec|sglang-tiers|analytical|fsm|\n"
@@ -87,7 +91,8 @@ constexpr char kUsage[] =
     "  --deadline-floor-seconds S   ... and at least S (0.5)\n"
     "  --failover-wait-seconds S    how long a request waits for a verifier replica (10)\n"
     "  --probe-interval-seconds S   how often a failed replica is probed (0.25)\n"
-    "  --resolve-interval-seconds S how often dns:///HOST:PORT names in --verifier are resolved again (10)\n"
+    "  --resolve-interval-seconds S how often dns:///HOST:PORT names in --verifier and --drafter are\n"
+    "                               resolved again (10)\n"
     "  --wait-seconds S             how long to wait for the verifier at start (60)\n"
     "  --drain-seconds S            on SIGTERM/SIGINT, how long running requests may finish (30)\n"
     "  --metrics-port P|0|-1        GET /metrics and /server_info port (9400; 0 = a free port, -1 = off)\n"
@@ -105,6 +110,8 @@ constexpr char kUsage[] =
     "                               --tls-client-ca)\n"
     "  --tls-key FILE               its private key (PEM)\n"
     "  --tls-client-ca FILE         CA that client certificates must chain to (PEM)\n"
+    "  --tls-reload-seconds S       how often all TLS files (--tls-* and --worker-tls-*) are read again,\n"
+    "                               so rotated certificates serve new connections without a restart (60)\n"
     "  --health-port P|0            also serve grpc.health.v1 alone, in plaintext, on this port (off)\n"
     "  --enable-reflection          gRPC server reflection (off)\n"
     "  --chat-template FILE         Jinja chat template (default: tokenizer_config.json's in the model dir)\n"
@@ -158,6 +165,7 @@ int Run(const rpc::Flags& flags) {
   worker_tls.ca = flags.GetString("worker-tls-ca");
   auto serving = rpc::ParseWorkerServing(flags);
   if (!serving.ok()) return Fail(serving.status());
+  worker_tls.reload_seconds = serving->tls.reload_seconds;
   const std::string chat_template_path = flags.GetString("chat-template");
   auto http_threads = flags.GetInt("http-threads", 64);
   for (const absl::Status& s : {port.status(), max_queue.status(), max_running.status(), max_k.status(),
@@ -199,8 +207,8 @@ int Run(const rpc::Flags& flags) {
   // dns:/// names resolve to one replica per address, re-resolved while serving.
   auto discovery = router::VerifierDiscovery::Create(
       verifier_address,
-      [timeout = absl::Seconds(*worker_timeout)](const std::string& address) {
-        return std::make_unique<router::GrpcVerifier>(address, timeout);
+      [timeout = absl::Seconds(*worker_timeout)](const std::string& address, const std::string& server_name) {
+        return std::make_unique<router::GrpcVerifier>(address, timeout, server_name);
       },
       rpc::ResolveAddresses);
   if (!discovery.ok()) return Die("--verifier " + verifier_address, discovery.status());
@@ -208,42 +216,26 @@ int Run(const rpc::Flags& flags) {
   std::vector<router::GrpcVerifier*> verifiers;
   for (router::VerifierClient* client : verifier_clients) verifiers.push_back(static_cast<router::GrpcVerifier*>(client));
   size_t first_up = 0;
-  while (first_up < verifiers.size() && !rpc::CheckHealth(rpc::MakeChannel(verifiers[first_up]->address())).ok()) {
+  // Over each replica's own channel: it carries the name its certificate must have.
+  while (first_up < verifiers.size() && !rpc::CheckHealth(verifiers[first_up]->channel()).ok()) {
     ++first_up;
   }
   if (first_up == verifiers.size()) {
     first_up = 0;
-    if (absl::Status s = rpc::WaitForHealthy(verifiers[0]->address(), absl::Seconds(*wait)); !s.ok()) {
+    if (absl::Status s = rpc::WaitForHealthy(verifiers[0]->channel(), absl::Seconds(*wait)); !s.ok()) {
       return Die("verifier " + verifiers[0]->address(), s);
     }
   }
   router::GrpcVerifier& verifier = *verifiers[first_up];
   router::SteadyClock drafter_clock;
-  std::vector<std::unique_ptr<router::GrpcDrafter>> drafters;
-  std::vector<std::unique_ptr<router::ReplicatedDrafter>> drafter_replica_sets;
-  router::DrafterPools pools;
-  for (size_t i = 0; i < drafter_flags.size(); ++i) {
-    const std::string& flag = drafter_flags[i];
-    const size_t eq = flag.find('=');
-    std::string name = eq == std::string::npos ? (drafter_flags.size() == 1 ? "default" : absl::StrCat("d", i))
-                                               : flag.substr(0, eq);
-    const std::string address = eq == std::string::npos ? flag : flag.substr(eq + 1);
-    if (name.empty() || address.empty() || pools.count(name)) {
-      return Fail(absl::InvalidArgumentError("bad or repeated --drafter '" + flag + "'"));
-    }
-    std::vector<router::DrafterClient*> replicas;
-    for (absl::string_view replica : absl::StrSplit(address, ',', absl::SkipEmpty())) {
-      drafters.push_back(std::make_unique<router::GrpcDrafter>(std::string(replica), absl::Seconds(*worker_timeout)));
-      replicas.push_back(drafters.back().get());
-    }
-    if (replicas.size() == 1) {
-      pools[name] = replicas[0];
-    } else {
-      drafter_replica_sets.push_back(
-          std::make_unique<router::ReplicatedDrafter>(replicas, &drafter_clock, *probe_interval));
-      pools[name] = drafter_replica_sets.back().get();
-    }
-  }
+  auto drafter_discovery = router::DrafterDiscovery::Create(
+      drafter_flags,
+      [timeout = absl::Seconds(*worker_timeout)](const std::string& address, const std::string& server_name) {
+        return std::make_unique<router::GrpcDrafter>(address, timeout, server_name);
+      },
+      rpc::ResolveAddresses, &drafter_clock, *probe_interval);
+  if (!drafter_discovery.ok()) return Fail(drafter_discovery.status());
+  const router::DrafterPools& pools = (*drafter_discovery)->pools();
 
   // Tokenizer: text prompts, text deltas, stop strings and the EOS id.
   std::unique_ptr<engine::Tokenizer> tokenizer;
@@ -334,9 +326,17 @@ int Run(const rpc::Flags& flags) {
   (*router_metrics)->Install(&options);
 
   router::RouterCore core(options, verifier_clients, pools, std::move(*policy), latency, &clock);
-  // Destroyed before the core (declared after it): its thread calls into the core.
-  const std::unique_ptr<rpc::PeriodicTask> rediscovery =
-      (*discovery)->Start(&core, std::chrono::milliseconds(static_cast<int64_t>(*resolve_interval * 1000)));
+  // dns:/// names are resolved again off the step thread. Destroyed before the core and the
+  // discoveries (declared after them): its thread calls into all three.
+  std::unique_ptr<rpc::PeriodicTask> rediscovery;
+  if ((*discovery)->has_names() || (*drafter_discovery)->has_names()) {
+    rediscovery = std::make_unique<rpc::PeriodicTask>(
+        std::chrono::milliseconds(static_cast<int64_t>(*resolve_interval * 1000)),
+        [verifiers = discovery->get(), drafters = drafter_discovery->get(), &core] {
+          verifiers->Refresh(&core);
+          drafters->Refresh();
+        });
+  }
   if (absl::Status s = core.Init(); !s.ok()) return Die("router init", s);
   (*router_metrics)->SetCore(&core);
   auto verifier_info = verifier.Info();
@@ -381,7 +381,7 @@ int Run(const rpc::Flags& flags) {
   }
   std::printf("splitspec-router listening on %s (policy %s, %zu drafter pool(s), %s%s)\n",
               (*server)->address().c_str(), policy_name.c_str(), pools.size(), serving->Describe().c_str(),
-              worker_tls.enabled() ? ", workers over mutual TLS" : "");
+              worker_tls.enabled() ? ", workers over mutual TLS" : ", workers in plaintext");
   if (metrics_server != nullptr) {
     std::printf("splitspec-router metrics on %s\n", rpc::JoinHostPort(metrics_host, metrics_server->port()).c_str());
   }

@@ -3,6 +3,9 @@
 
 #include <dlfcn.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -32,6 +35,7 @@ absl::Status ValidateTlsFiles(const TlsFiles& files) {
   if (files.cert.empty() || files.key.empty() || files.ca.empty()) {
     return absl::InvalidArgumentError("TLS needs a certificate, its key and a CA file (all three)");
   }
+  if (files.reload_seconds < 1) return absl::InvalidArgumentError("the TLS reload interval must be >= 1 s");
   for (const std::string* path : {&files.cert, &files.key, &files.ca}) {
     if (absl::StatusOr<std::string> pem = ReadPemFile(*path); !pem.ok()) return pem.status();
   }
@@ -64,10 +68,14 @@ absl::Status LoadReflection() {
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const TlsFiles& files) {
   if (!files.enabled()) return grpc::InsecureServerCredentials();
   if (absl::Status s = ValidateTlsFiles(files); !s.ok()) return s;
-  grpc::SslServerCredentialsOptions options(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  options.pem_root_certs = *ReadPemFile(files.ca);
-  options.pem_key_cert_pairs.push_back({*ReadPemFile(files.key), *ReadPemFile(files.cert)});
-  return grpc::SslServerCredentials(options);
+  // The watcher reads the files now and every reload_seconds; each handshake uses its latest.
+  auto files_watcher = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      files.key, files.cert, files.ca, static_cast<unsigned int>(files.reload_seconds));
+  grpc::experimental::TlsServerCredentialsOptions options(files_watcher);
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  return grpc::experimental::TlsServerCredentials(options);
 }
 
 }  // namespace
@@ -125,11 +133,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                              : options.address.substr(0, options.address.rfind(':'));
     out->health_only_ = std::make_unique<HealthOnly>(service_names);
     grpc::ServerBuilder health_builder;
+    // The default health service would be a second registration of the same methods.
+    grpc::EnableDefaultHealthCheckService(false);
     health_builder.RegisterService(out->health_only_.get());
     int health_port = 0;
     health_builder.AddListeningPort(absl::StrCat(host, ":", options.health_port), grpc::InsecureServerCredentials(),
                                     &health_port);
     out->health_server_ = health_builder.BuildAndStart();
+    grpc::EnableDefaultHealthCheckService(true);
     if (out->health_server_ == nullptr || health_port == 0) {
       return absl::UnavailableError(absl::StrCat("cannot listen on health port ", options.health_port));
     }

@@ -20,11 +20,16 @@
 namespace splitspec::rpc {
 
 // PEM files for mutual TLS: this side's certificate chain and key, and the CA the other
-// side's certificate must chain to. All three or none (plaintext).
+// side's certificate must chain to. All three or none (plaintext). They are read again every
+// `reload_seconds` (gRPC's file watcher), so a rotated certificate (a Kubernetes Secret
+// updated by cert-manager) is used for new connections without a restart; a set that fails to
+// load keeps the last good one.
 struct TlsFiles {
   std::string cert;
   std::string key;
   std::string ca;
+  int reload_seconds = kDefaultTlsReloadSeconds;
+  static constexpr int kDefaultTlsReloadSeconds = 60;
   bool enabled() const { return !cert.empty() || !key.empty() || !ca.empty(); }
 };
 // INVALID_ARGUMENT unless all three or none are set; NOT_FOUND for a file that cannot be read.

@@ -21,6 +21,10 @@ absl::StatusOr<WorkerServing> ParseWorkerServing(const Flags& flags) {
   serving.tls.cert = flags.GetString("tls-cert");
   serving.tls.key = flags.GetString("tls-key");
   serving.tls.ca = flags.GetString("tls-client-ca");
+  absl::StatusOr<int> reload = flags.GetInt("tls-reload-seconds", TlsFiles::kDefaultTlsReloadSeconds);
+  if (!reload.ok()) return reload.status();
+  if (*reload < 1) return absl::InvalidArgumentError("--tls-reload-seconds must be at least 1");
+  serving.tls.reload_seconds = *reload;
   if (absl::Status s = ValidateTlsFiles(serving.tls); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--tls-cert/--tls-key/--tls-client-ca: ", s.message()));
   }

@@ -2,6 +2,7 @@
 // health-only port and reflection. (The verifier adds --expose-model-path itself.)
 //
 //   --tls-cert FILE --tls-key FILE --tls-client-ca FILE   require client certificates from CA
+//   --tls-reload-seconds S                                how often the files are read again (60)
 //   --health-port P                                       plaintext grpc.health.v1 only (-1 off)
 //   --enable-reflection                                   gRPC server reflection (off)
 #ifndef SPLITSPEC_COMMON_RPC_SERVING_FLAGS_H_

@@ -1,6 +1,11 @@
 // gRPC worker clients (see worker_clients.h).
 #include "common/rpc/worker_clients.h"
 
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
 #include <chrono>
 #include <utility>
 
@@ -33,20 +38,31 @@ absl::Status UseClientTls(const TlsFiles& files) {
     ClientCredentials() = nullptr;
     return absl::OkStatus();
   }
-  grpc::SslCredentialsOptions options;
-  options.pem_root_certs = *ReadPemFile(files.ca);
-  options.pem_private_key = *ReadPemFile(files.key);
-  options.pem_cert_chain = *ReadPemFile(files.cert);
-  ClientCredentials() = grpc::SslCredentials(options);
+  // Re-read every reload_seconds, as on the server side (server.h, TlsFiles).
+  auto files_watcher = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      files.key, files.cert, files.ca, static_cast<unsigned int>(files.reload_seconds));
+  grpc::experimental::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(files_watcher);
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  options.set_verify_server_certs(true);
+  // The worker's certificate must name the address dialled, as with SslCredentials.
+  options.set_certificate_verifier(std::make_shared<grpc::experimental::HostNameCertificateVerifier>());
+  ClientCredentials() = grpc::experimental::TlsCredentials(options);
   return absl::OkStatus();
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::ChannelCredentials> WorkerChannelCredentials() {
+  const std::shared_ptr<grpc::ChannelCredentials>& tls = ClientCredentials();
+  return tls != nullptr ? tls : grpc::InsecureChannelCredentials();
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const std::string& server_name) {
   grpc::ChannelArguments args;
+  if (!server_name.empty()) args.SetSslTargetNameOverride(server_name);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  const std::shared_ptr<grpc::ChannelCredentials>& tls = ClientCredentials();
-  return grpc::CreateCustomChannel(address, tls != nullptr ? tls : grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, WorkerChannelCredentials(), args);
 }
 
 VerifierClient::VerifierClient(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout)
@@ -156,8 +172,13 @@ absl::Status CheckHealth(const std::shared_ptr<grpc::Channel>& channel, const st
 }
 
 absl::Status WaitForHealthy(const std::string& address, absl::Duration timeout) {
+  absl::Status s = WaitForHealthy(MakeChannel(address), timeout);
+  if (s.ok() || !absl::IsDeadlineExceeded(s)) return s;
+  return absl::DeadlineExceededError("server at " + address + " " + std::string(s.message()));
+}
+
+absl::Status WaitForHealthy(const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout) {
   const auto deadline = Deadline(timeout);
-  std::shared_ptr<grpc::Channel> channel = MakeChannel(address);
   absl::Status last = absl::UnavailableError("not reached");
   while (std::chrono::system_clock::now() < deadline) {
     // wait_for_ready blocks inside gRPC until the channel connects (or the deadline passes).
@@ -189,7 +210,7 @@ absl::Status WaitForHealthy(const std::string& address, absl::Duration timeout) 
       reader->Finish();
     }
   }
-  return absl::DeadlineExceededError("server at " + address + " not healthy in time: " + std::string(last.message()));
+  return absl::DeadlineExceededError("not healthy in time: " + std::string(last.message()));
 }
 
 }  // namespace splitspec::rpc

@@ -24,10 +24,14 @@ namespace splitspec::rpc {
 
 // A channel with our message size limits: plaintext, or mutual TLS once UseClientTls was
 // called (every channel made after that presents the certificate and checks the server's).
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+// `server_name`, when not empty, is the name the server's TLS certificate must carry instead of
+// the address's host (a pod dialled by IP whose certificate names its Service).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const std::string& server_name = "");
 // Sets the process's client certificate, key and trusted CA for MakeChannel (checked with
 // ValidateTlsFiles). Call before making channels (not thread-safe with MakeChannel).
 absl::Status UseClientTls(const TlsFiles& files);
+// What MakeChannel's channels use: the TLS credentials UseClientTls set, or plaintext.
+std::shared_ptr<grpc::ChannelCredentials> WorkerChannelCredentials();
 
 class VerifierClient {
  public:
@@ -44,6 +48,7 @@ class VerifierClient {
   absl::Status Health();
   // Bounds the calls made after it (safe to call while another thread makes calls).
   void set_timeout(absl::Duration timeout) { timeout_us_.store(absl::ToInt64Microseconds(timeout)); }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
  private:
   absl::Duration timeout() const { return absl::Microseconds(timeout_us_.load()); }
@@ -76,6 +81,8 @@ absl::Status CheckHealth(const std::shared_ptr<grpc::Channel>& channel, const st
 // Waits (using gRPC's connectivity wait, no polling sleeps) until the server is healthy or the
 // deadline passes.
 absl::Status WaitForHealthy(const std::string& address, absl::Duration timeout);
+// The same over an existing channel.
+absl::Status WaitForHealthy(const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout);
 
 }  // namespace splitspec::rpc
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "httplib.h"
+#include "router/api_key.h"
 #include "router/service/text_stream.h"
 
 namespace splitspec::router::http {
@@ -86,10 +87,11 @@ OpenAiHttpServer::~OpenAiHttpServer() { Stop(); }
 
 void OpenAiHttpServer::Register() {
   httplib::Server& server = *server_;
-  const std::string bearer = options_.api_key.empty() ? "" : "Bearer " + options_.api_key;
-  server.set_pre_routing_handler([bearer](const httplib::Request& req, httplib::Response& res) {
-    if (bearer.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == bearer) return httplib::Server::HandlerResponse::Unhandled;
+  server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (ApiKeyAccepts(options_.api_key, req.get_header_value("Authorization"))) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
     SendError(res, Error(401, "invalid or missing API key (Authorization: Bearer ...)", "invalid_request_error",
                          "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;

@@ -18,8 +18,9 @@ class GrpcDrafter : public DrafterClient {
  public:
   // A drafter that is down fails its calls fast (no wait-for-ready), which the core turns into
   // k = 0 for that step; the channel reconnects in the background.
-  GrpcDrafter(const std::string& address, absl::Duration timeout)
-      : address_(address), client_(rpc::MakeChannel(address), timeout) {}
+  // `server_name`: see rpc::MakeChannel.
+  GrpcDrafter(const std::string& address, absl::Duration timeout, const std::string& server_name = "")
+      : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {}
 
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items) override {
     return client_.Propose(items);
@@ -36,8 +37,8 @@ class GrpcDrafter : public DrafterClient {
 
 class GrpcVerifier : public VerifierClient {
  public:
-  GrpcVerifier(const std::string& address, absl::Duration timeout)
-      : address_(address), client_(rpc::MakeChannel(address), timeout) {}
+  GrpcVerifier(const std::string& address, absl::Duration timeout, const std::string& server_name = "")
+      : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {}
 
   absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(const std::vector<spec::PrefillItem>& items) override {
     return client_.Prefill(items);
@@ -51,6 +52,7 @@ class GrpcVerifier : public VerifierClient {
   void SetCallTimeout(absl::Duration timeout) override { client_.set_timeout(timeout); }
   absl::StatusOr<std::string> ModelDir() { return client_.GetModelDir(); }
   const std::string& address() const { return address_; }
+  const std::shared_ptr<grpc::Channel>& channel() const { return client_.channel(); }
 
  private:
   std::string address_;

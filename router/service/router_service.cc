@@ -12,6 +12,7 @@
 #include "common/engine/sampling/seed.h"
 #include "common/rpc/convert.h"
 #include "common/rpc/status.h"
+#include "router/api_key.h"
 #include "router/service/text_stream.h"
 
 namespace splitspec::router {
@@ -48,16 +49,10 @@ void ToProto(const Usage& usage, v1::Usage* proto) {
 }  // namespace
 
 grpc::Status RouterService::Authorize(const grpc::ServerContext& context) const {
-  if (options_.api_key.empty()) return grpc::Status::OK;
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
-  const std::string expected = "Bearer " + options_.api_key;
-  if (it != metadata.end() && it->second.size() == expected.size()) {
-    // Every byte compared whatever the first difference: the time says nothing of the key.
-    unsigned char difference = 0;
-    for (size_t i = 0; i < expected.size(); ++i) difference |= static_cast<unsigned char>(it->second.data()[i] ^ expected[i]);
-    if (difference == 0) return grpc::Status::OK;
-  }
+  const absl::string_view offered = it == metadata.end() ? "" : absl::string_view(it->second.data(), it->second.size());
+  if (ApiKeyAccepts(options_.api_key, offered)) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong bearer token (authorization metadata)");
 }
 

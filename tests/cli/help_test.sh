@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every binary and every `splitspec` subcommand answers --help (and -h) with its usage on
 # stdout, exit status 0 and nothing on stderr, and the usage names every flag the binary reads
-# (found in its main.cc / tools/cmd_<command>.cc, so a new flag without help text fails here).
+# (found in its main.cc, common/rpc/serving_flags.cc / tools/cmd_<command>.cc, so a new flag
+# without help text fails here).
 # Usage: help_test.sh SPLITSPEC VERIFIER DRAFTER ROUTER SOURCE_DIR
 set -uo pipefail
 cli=$1 verifier=$2 drafter=$3 router=$4 src=$5
@@ -38,9 +39,12 @@ flags_read_by() {
   grep -o -E '(flags|args)\.(Has|GetString|GetInt|GetDouble|GetAll|Require)\("[a-z0-9-]+"' "$1" |
     sed -E 's/.*\("([a-z0-9-]+)"/--\1/' | sort -u
 }
-mapfile -t verifier_flags < <(flags_read_by "$src/verifier/main.cc")
-mapfile -t drafter_flags < <(flags_read_by "$src/drafter/main.cc")
-mapfile -t router_flags < <(flags_read_by "$src/router/main.cc")
+# Every service also reads the shared serving flags (TLS, health port, reflection).
+mapfile -t serving_flags < <(flags_read_by "$src/common/rpc/serving_flags.cc")
+[ "${#serving_flags[@]}" -gt 3 ] || fail "found only ${#serving_flags[@]} flags in common/rpc/serving_flags.cc"
+mapfile -t verifier_flags < <(flags_read_by "$src/verifier/main.cc"; printf '%s\n' "${serving_flags[@]}")
+mapfile -t drafter_flags < <(flags_read_by "$src/drafter/main.cc"; printf '%s\n' "${serving_flags[@]}")
+mapfile -t router_flags < <(flags_read_by "$src/router/main.cc"; printf '%s\n' "${serving_flags[@]}")
 for list in verifier_flags drafter_flags router_flags; do
   declare -n flags_ref=$list
   [ "${#flags_ref[@]}" -gt 5 ] || fail "found only ${#flags_ref[@]} flags for ${list%_flags} in its main.cc"

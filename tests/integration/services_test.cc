@@ -218,23 +218,29 @@ TEST_F(ServicesTest, SuffixDrafterKeepsGreedyOutputsExact) {
   EXPECT_EQ(suffix->Stop(), 0);
 }
 
-// A router given the verifier as a DNS name (one replica per address; a Kubernetes headless
-// Service's) generates as with a plain address.
-TEST_F(ServicesTest, VerifierByDnsNameServesTheSameOutput) {
+// A router given the verifier and a drafter pool as DNS names (one replica per address; a
+// Kubernetes headless Service's) generates as with plain addresses, and drafts.
+TEST_F(ServicesTest, WorkersByDnsNameServeTheSameOutput) {
   Cluster& cluster = Cluster::Get();
-  const std::string port = cluster.verifier().substr(cluster.verifier().rfind(':') + 1);
+  auto port_of = [](const std::string& address) { return address.substr(address.rfind(':') + 1); };
+  const std::string port = port_of(cluster.verifier());
   auto resolved = rpc::ResolveAddresses("dns:///localhost:" + port);
   ASSERT_TRUE(resolved.ok()) << resolved.status();
   EXPECT_NE(std::find(resolved->begin(), resolved->end(), "127.0.0.1:" + port), resolved->end());
   EXPECT_TRUE(absl::IsInvalidArgument(rpc::ResolveAddresses("dns:///localhost").status()));
-  // Only the IPv4 answer serves here (the verifier listens on 127.0.0.1): the router keeps an
-  // unreachable replica down and serves from the other.
+  // Only the IPv4 answers serve here (the workers listen on 127.0.0.1): the router keeps an
+  // unreachable verifier replica down and serves from the other, and a drafter pool moves
+  // requests off a replica whose call fails.
   auto router = Process::Start({SPLITSPEC_ROUTER_BIN, "--verifier", "dns:///localhost:" + port, "--drafter",
-                                "model=" + cluster.model_drafter(), "--policy", "static:3", "--port", "0",
-                                "--metrics-port", "-1", "--resolve-interval-seconds", "0.2"});
-  const Generated out = Generate(router->address(), TokenRequest(kVaried, kMaxTokens, "model"));
-  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-  EXPECT_EQ(out.tokens, Reference(kVaried, kMaxTokens));
+                                "model=dns:///localhost:" + port_of(cluster.model_drafter()), "--policy",
+                                "static:3", "--port", "0", "--metrics-port", "-1", "--resolve-interval-seconds",
+                                "0.2"});
+  for (const std::vector<int32_t>& prompt : {kVaried, kRepetitive}) {
+    const Generated out = Generate(router->address(), TokenRequest(prompt, kMaxTokens, "model"));
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_EQ(out.tokens, Reference(prompt, kMaxTokens));
+    EXPECT_GT(out.final.usage().drafted_tokens(), 0) << "the pool named by DNS never drafted";
+  }
   EXPECT_EQ(router->Stop(), 0);
 }
 

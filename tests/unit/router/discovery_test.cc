@@ -29,7 +29,7 @@ struct Discovered {
     drafter.verifier = nullptr;  // sessions are spread over several verifiers
     auto made = VerifierDiscovery::Create(
         targets,
-        [this](const std::string& address) {
+        [this](const std::string& address, const std::string&) {
           auto v = std::make_unique<FakeVerifier>();
           verifiers[address] = v.get();
           return std::unique_ptr<VerifierClient>(std::move(v));
@@ -114,11 +114,11 @@ TEST(VerifierDiscoveryTest, PlainAddressesAreFixedAndNamesMustResolveAtStart) {
   EXPECT_EQ(plain.discovery->initial().size(), 2u);
   EXPECT_FALSE(plain.discovery->has_names());
   auto failing = VerifierDiscovery::Create(
-      "dns:///nowhere:1", [](const std::string&) { return std::unique_ptr<VerifierClient>(new FakeVerifier()); },
+      "dns:///nowhere:1", [](const std::string&, const std::string&) { return std::unique_ptr<VerifierClient>(new FakeVerifier()); },
       [](const std::string&) -> absl::StatusOr<std::vector<std::string>> { return absl::UnavailableError("no"); });
   EXPECT_FALSE(failing.ok());
   auto empty = VerifierDiscovery::Create(
-      "", [](const std::string&) { return std::unique_ptr<VerifierClient>(new FakeVerifier()); },
+      "", [](const std::string&, const std::string&) { return std::unique_ptr<VerifierClient>(new FakeVerifier()); },
       [](const std::string& t) -> absl::StatusOr<std::vector<std::string>> { return std::vector<std::string>{t}; });
   EXPECT_TRUE(absl::IsInvalidArgument(empty.status()));
 }

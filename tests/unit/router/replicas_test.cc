@@ -1,6 +1,7 @@
 // Verifier replicas and drafter standbys without gRPC: placement by free KV, failover of a
 // dead replica's requests (outputs unchanged), the wait when no replica is left, probing back,
-// deadline backoff for a slow replica, and a drafter pool switching to its standby.
+// deadline backoff for a slow replica, and a drafter pool moving a failed replica's requests to
+// another (tests/unit/router/drafter_replicas_test.cc has the pool's own decisions).
 #include <map>
 #include <memory>
 #include <set>
@@ -168,13 +169,12 @@ TEST(ReplicatedDrafterTest, AFailedReplicaIsReplacedAndSpeculationContinues) {
                   }).ok());
   for (int i = 0; i < 4; ++i) core.RunStep();
   EXPECT_GT(first.tokens_proposed, 0);
-  EXPECT_EQ(pool.active(), 0);
+  EXPECT_EQ(first.sessions.size(), 1u);  // the least loaded replica (a tie: the first)
   first.down = true;
   for (int i = 0; i < 1000 && !core.Idle(); ++i) core.RunStep();
   EXPECT_EQ(out.tokens, ReferenceGeneration(Prompt(5, 9), 80));
   EXPECT_EQ(out.final_event.finish_reason, FinishReason::kLength);
-  EXPECT_EQ(pool.active(), 1);
-  EXPECT_GT(second.tokens_proposed, 0);  // speculation went on at the standby
+  EXPECT_GT(second.tokens_proposed, 0);  // speculation went on at the other replica
   EXPECT_TRUE(second.protocol_errors.empty()) << second.protocol_errors[0];
   EXPECT_TRUE(second.sessions.empty());  // released there at the end
 }
