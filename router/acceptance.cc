@@ -28,23 +28,27 @@ std::optional<double> MleOf(absl::Span<const Verification> v, double cap) {
 }
 
 void WindowEstimator::ObserveStep(absl::Span<const Verification> step) {
-  const std::optional<double> rate = MleOf(step, cap_);
-  if (!rate) return;
-  rates_.push_back(*rate);
-  sum_ += *rate;
-  while (static_cast<int32_t>(rates_.size()) > std::max(window_, 1)) {
-    sum_ -= rates_.front();
-    rates_.pop_front();
+  StepCounts counts;
+  bool drafted = false;
+  for (const Verification& v : step) {
+    if (v.proposed <= 0) continue;
+    drafted = true;
+    counts.accepted += std::clamp(v.accepted, 0, v.proposed);
+    counts.rejections += v.accepted < v.proposed ? 1 : 0;
   }
+  if (!drafted) return;
+  steps_.push_back(counts);
+  while (static_cast<int32_t>(steps_.size()) > std::max(window_, 1)) steps_.pop_front();
 }
 
 std::optional<double> WindowEstimator::Estimate() const {
-  if (rates_.empty()) return std::nullopt;
-  // Re-sum instead of trusting sum_ forever would be more robust to drift; the window is
-  // small, so do it.
-  double sum = 0;
-  for (double r : rates_) sum += r;
-  return std::min(sum / rates_.size(), cap_);
+  if (steps_.empty()) return std::nullopt;
+  double accepted = 0, rejections = 0;
+  for (const StepCounts& c : steps_) {
+    accepted += c.accepted;
+    rejections += c.rejections;
+  }
+  return CappedMle(accepted, rejections, cap_, cap_);
 }
 
 void EmaEstimator::ObserveStep(absl::Span<const Verification> step) {

@@ -6,7 +6,9 @@
 //   b = sum V / (sum V + sum [V < k])
 // (the on-the-fly paper's formula), capped at 0.98 so that l(b, k) and the analytical
 // window stay finite and a streak of full accepts cannot promise certainty.
-//  - WindowEstimator: SmartSpec's moving average of the last W steps' rates.
+//  - WindowEstimator: SmartSpec's moving window over the last W steps, pooled: the MLE over
+//    every verification in the window. (The mean of per-step rates is biased low whenever a
+//    step holds few requests: one request drafting k = 3 at a = 0.7 averages 0.54.)
 //  - EmaEstimator: exponential moving average of the steps' rates.
 //  - MleEstimator: the pooled MLE over the last h verifications (on-the-fly).
 // AcceptanceTracker keeps one estimate globally, one per drafter pool, and one per request
@@ -62,10 +64,13 @@ class WindowEstimator : public AcceptanceEstimator {
   std::optional<double> Estimate() const override;
 
  private:
+  struct StepCounts {
+    double accepted = 0;  // accepted draft tokens
+    double rejections = 0;  // verifications that stopped before their last draft token
+  };
   int32_t window_;
   double cap_;
-  std::deque<double> rates_;
-  double sum_ = 0;
+  std::deque<StepCounts> steps_;
 };
 
 class EmaEstimator : public AcceptanceEstimator {

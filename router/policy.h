@@ -64,6 +64,12 @@ struct RequestOutcome {
   int32_t accepted = 0;          // of those accepted (the accepted path's depth for a tree)
   std::vector<int32_t> emitted;  // accepted drafts + the target's token
   bool tree = false;             // the draft was a tree (not a chain)
+  // A tree's main path (each node's first child, the drafter's best guess: its chain) read as
+  // a chain draft: its length and how much of it was accepted. Equal to proposed / accepted
+  // for a chain. The chain acceptance estimates learn from these, so they stay current while
+  // a policy proposes trees.
+  int32_t main_path_proposed = 0;
+  int32_t main_path_accepted = 0;
 };
 
 struct StepOutcome {

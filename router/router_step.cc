@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "router/draft_paths.h"
 #include "router/goodput.h"
 #include "router/parallel_calls.h"
 #include "router/router_core.h"
@@ -23,77 +24,6 @@ namespace {
 // Children per node the router asks a tree-building drafter for; the node budget and the
 // drafter's ranking decide how many it uses.
 constexpr int32_t kTreeBranching = 4;
-
-// A draft of at most `nodes` in-vocabulary nodes, none deeper than `depth`, well formed (parents
-// earlier, probs absent or one vocab row per node, scores absent or one in [0, 1] per node);
-// anything else is dropped (verified as a plain decode) rather than sent to fail at the
-// verifier.
-bool ValidDraft(const spec::DraftProposal& d, int32_t depth, int32_t nodes, int32_t vocab) {
-  const size_t n = d.tokens.size();
-  if (static_cast<int32_t>(n) > std::max(depth, nodes) || d.parents.size() != n) return false;
-  std::vector<int32_t> node_depth(n, 0);
-  for (size_t j = 0; j < n; ++j) {
-    const int32_t parent = d.parents[j];
-    if (parent < -1 || parent >= static_cast<int32_t>(j)) return false;
-    node_depth[j] = parent < 0 ? 1 : node_depth[parent] + 1;
-    if (node_depth[j] > depth) return false;
-    if (d.tokens[j] < 0 || (vocab > 0 && d.tokens[j] >= vocab)) return false;
-  }
-  if (!d.probs.empty() && (vocab <= 0 || d.probs.size() != n * static_cast<size_t>(vocab))) {
-    return false;
-  }
-  if (!d.scores.empty()) {
-    if (d.scores.size() != n) return false;
-    for (float s : d.scores) {
-      if (!(s >= 0.0f && s <= 1.0f)) return false;
-    }
-  }
-  return true;
-}
-
-bool IsChain(const spec::DraftProposal& d) {
-  for (size_t j = 0; j < d.parents.size(); ++j) {
-    if (d.parents[j] != static_cast<int32_t>(j) - 1) return false;
-  }
-  return true;
-}
-
-// The draft nodes the accepted tokens walk down from the root (each a child of the previous
-// one carrying the next accepted token); fewer than `accepted` when the tokens leave the tree.
-std::vector<int32_t> AcceptedPath(const spec::DraftProposal& d, absl::Span<const int32_t> accepted) {
-  std::vector<int32_t> path;
-  int32_t at = -1;
-  for (int32_t token : accepted) {
-    int32_t next = -1;
-    for (size_t j = 0; j < d.tokens.size() && next < 0; ++j) {
-      if (d.parents[j] == at && d.tokens[j] == token) next = static_cast<int32_t>(j);
-    }
-    if (next < 0) break;
-    path.push_back(next);
-    at = next;
-  }
-  return path;
-}
-
-bool HasChildren(const spec::DraftProposal& d, int32_t node) {
-  return std::find(d.parents.begin(), d.parents.end(), node) != d.parents.end();
-}
-
-// A verifier result the router can apply: accepted tokens follow a root-to-node path of the
-// draft, followed by exactly one in-vocabulary token.
-bool ValidVerifyResult(const spec::VerifyResult& v, const spec::DraftProposal& d, int32_t vocab) {
-  if (v.tokens.empty() || v.accept_length < 0 ||
-      v.accept_length > static_cast<int32_t>(d.tokens.size()) ||
-      static_cast<int32_t>(v.tokens.size()) != v.accept_length + 1) {
-    return false;
-  }
-  const absl::Span<const int32_t> accepted(v.tokens.data(), static_cast<size_t>(v.accept_length));
-  if (static_cast<int32_t>(AcceptedPath(d, accepted).size()) != v.accept_length) return false;
-  for (int32_t t : v.tokens) {
-    if (t < 0 || (vocab > 0 && t >= vocab)) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -430,11 +360,16 @@ StepOutcome RouterCore::ApplyResults(const StepPlan& plan, std::vector<ReplicaCa
       o.accepted = v->accept_length;
       o.emitted = v->tokens;
       o.tree = drafted > 0 && !IsChain(d);
+      o.main_path_proposed = drafted;
+      o.main_path_accepted = v->accept_length;
       if (o.tree) {
         const std::vector<int32_t> path =
             AcceptedPath(d, absl::MakeConstSpan(v->tokens.data(), static_cast<size_t>(v->accept_length)));
         tree_acceptance_.Observe(r->pool, plan.k[i], plan.nodes[i], v->accept_length,
                                  HasChildren(d, path.empty() ? -1 : path.back()));
+        const ChainView main = MainPathOutcome(d, path);
+        o.main_path_proposed = main.proposed;
+        o.main_path_accepted = main.accepted;
         ++stats->tree_requests;
       }
       const int32_t before = r->usage.completion_tokens;
@@ -473,9 +408,11 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
   if (!any_verified) return;  // nothing was learnt: every replica of the step failed
   std::vector<AcceptanceTracker::Observation> observations;
   for (const RequestOutcome& o : outcome.requests) {
-    // Trees feed their own per-depth estimates (ApplyResults); a tree's node count is not a
-    // chain's length, so it would bias the per-token estimates.
-    if (o.proposed > 0 && !o.tree) observations.push_back({o.id, o.pool, {o.proposed, o.accepted}});
+    // A tree's node count is not a chain's length (it would bias the per-token estimates);
+    // its main path is a chain (trees also feed their own per-depth estimates, ApplyResults).
+    if (o.main_path_proposed > 0) {
+      observations.push_back({o.id, o.pool, {o.main_path_proposed, o.main_path_accepted}});
+    }
   }
   if (plan.rpcs > 0) latency_.ObserveRpcOverhead(plan.rpc_excess / plan.rpcs);
   tracker_.ObserveStep(observations);

@@ -21,7 +21,8 @@ void TreeAcceptance::Observe(const std::string& pool, int32_t depth, int32_t nod
   };
   for (int32_t d = 1; d <= accepted; ++d) add(d, true);
   if (path_continued) add(accepted + 1, false);
-  for (int32_t d = 1; d <= accepted; ++d) {
+  // The tree's last depth has no children by construction: it says nothing of the drafter.
+  for (int32_t d = 1; d <= std::min(accepted, depth - 1); ++d) {
     Counts& c = counts_[Key{pool, width, d}];
     c.reached = c.reached * decay_ + 1.0;
     c.continued = c.continued * decay_ + ((d < accepted || path_continued) ? 1.0 : 0.0);

@@ -130,7 +130,7 @@ run_cell() {
   local pool_flags=(--drafter "model=$drafter_addr")
   [ "$policy" = none ] && pool_flags=()
   start "router-$pass-$safe-$rate" "$bin/splitspec-router" --verifier "$verifier_addr" "${pool_flags[@]}" \
-    --port 0 --metrics-port -1 "${router_flags[@]}" > /dev/null
+    --port 0 --metrics-port 0 --metrics-host 127.0.0.1 "${router_flags[@]}" > /dev/null
   local router_pid="$started_pid"
   mkdir -p "$out/pass$pass"
   # A level with failed or dropped requests exits 3: keep going, the report shows them.
@@ -141,6 +141,12 @@ run_cell() {
     --max-inflight 256 --ignore-eos --seed 1 --no-progress --label "$label@$rate" \
     --out-prefix "$out/pass$pass/$safe-$rate" > "$out/logs/bench-$pass-$safe-$rate.txt" 2>&1 ||
     echo "   (bench exited with $? for $policy @ $rate req/s)"
+  # The router's own account of the cell (policy state: shapes chosen, estimates, overhead).
+  local metrics_addr
+  metrics_addr="$(grep -m1 'metrics on' "$out/logs/router-$pass-$safe-$rate.log" | sed 's/.*metrics on \([^ ]*\).*/\1/')"
+  /usr/bin/python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" \
+    "http://$metrics_addr/server_info" > "$out/pass$pass/$safe-$rate.server_info.json" 2> /dev/null ||
+    echo "   (no /server_info from the router for $policy @ $rate)"
   stop_pid "$router_pid"
   echo "   pass $pass  level $rate  $label  done (load $(cut -d' ' -f1 /proc/loadavg))"
 }

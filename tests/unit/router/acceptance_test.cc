@@ -1,6 +1,7 @@
 // Acceptance estimators: the MLE, window, EMA, per-request prior, staleness.
 #include "router/acceptance.h"
 
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -18,16 +19,40 @@ TEST(AcceptanceTest, MleCountsAcceptedTokensAgainstRejections) {
   EXPECT_DOUBLE_EQ(CappedMle(0, 0, 0.98, 0.4), 0.4);
 }
 
-TEST(AcceptanceTest, WindowAveragesTheLastStepsOnly) {
+TEST(AcceptanceTest, WindowPoolsTheLastStepsOnly) {
   WindowEstimator w(2, kAcceptanceCap);
   EXPECT_FALSE(w.Estimate().has_value());
-  w.ObserveStep(std::vector<Verification>{{4, 0}});  // 0.0
-  w.ObserveStep(std::vector<Verification>{{4, 1}});  // 0.5
-  EXPECT_DOUBLE_EQ(*w.Estimate(), 0.25);
-  w.ObserveStep(std::vector<Verification>{{4, 3}});  // 0.75; the 0.0 leaves the window
-  EXPECT_DOUBLE_EQ(*w.Estimate(), 0.625);
+  w.ObserveStep(std::vector<Verification>{{4, 0}});  // 0 accepted, 1 rejection
+  w.ObserveStep(std::vector<Verification>{{4, 1}});  // 1 accepted, 1 rejection
+  EXPECT_DOUBLE_EQ(*w.Estimate(), 1.0 / 3.0);
+  w.ObserveStep(std::vector<Verification>{{4, 3}, {2, 2}});  // the first step leaves the window
+  EXPECT_DOUBLE_EQ(*w.Estimate(), 6.0 / 8.0);
   w.ObserveStep(std::vector<Verification>{});  // a step without drafts changes nothing
-  EXPECT_DOUBLE_EQ(*w.Estimate(), 0.625);
+  EXPECT_DOUBLE_EQ(*w.Estimate(), 6.0 / 8.0);
+  w.ObserveStep(std::vector<Verification>{{3, 3}});
+  w.ObserveStep(std::vector<Verification>{{3, 3}});
+  EXPECT_DOUBLE_EQ(*w.Estimate(), kAcceptanceCap);  // no rejection in the window: capped
+}
+
+// One request per step (a lone client): the window must still find the per-token rate. The
+// mean of the steps' own rates would not: at a = 0.7 and k = 3 it is 0.54.
+TEST(AcceptanceTest, WindowIsUnbiasedWithOneRequestPerStep) {
+  constexpr double kRate = 0.7;
+  constexpr int32_t kDraft = 3;
+  WindowEstimator w(4000, kAcceptanceCap);
+  std::mt19937_64 rng(7);
+  std::bernoulli_distribution accept(kRate);
+  double mean_of_step_rates = 0;
+  constexpr int kSteps = 4000;
+  for (int i = 0; i < kSteps; ++i) {
+    int32_t accepted = 0;
+    while (accepted < kDraft && accept(rng)) ++accepted;
+    const Verification v{kDraft, accepted};
+    w.ObserveStep(std::vector<Verification>{v});
+    mean_of_step_rates += *MleOf(std::vector<Verification>{v}) / kSteps;
+  }
+  EXPECT_NEAR(*w.Estimate(), kRate, 0.02);
+  EXPECT_LT(mean_of_step_rates, kRate - 0.1);  // the estimator this one replaces
 }
 
 TEST(AcceptanceTest, EmaSmoothsStepRates) {

@@ -50,5 +50,15 @@ TEST(TreeAcceptanceTest, APathThatRanOutOfTreeIsNoFailure) {
   EXPECT_GT(t.DepthAcceptance("pool", 2, 6, 0.5)[0], 0.95);
 }
 
+// A depth-1 tree's accepted node never has children: that is the shape, not the drafter, and
+// must not lower the continuation a deeper tree of the same width sees at depth 1.
+TEST(TreeAcceptanceTest, TheTreesLastDepthSaysNothingOfContinuation) {
+  TreeAcceptance t(0.999, 4);
+  for (int i = 0; i < 100; ++i) t.Observe("pool", /*depth=*/1, /*nodes=*/2, 1, /*path_continued=*/false);
+  ASSERT_EQ(TreeAcceptance::Width(1, 2), TreeAcceptance::Width(2, 4));
+  EXPECT_DOUBLE_EQ(t.Continuation("pool", 2, 4)[0], 1.0);
+  EXPECT_GT(t.DepthAcceptance("pool", 2, 4, 0.5)[0], 0.95);
+}
+
 }  // namespace
 }  // namespace splitspec::router
