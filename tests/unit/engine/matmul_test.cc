@@ -75,7 +75,7 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, MatMulTest,
     ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
                        ::testing::Values(Sizes{64, 64, 1}, Sizes{67, 80, 7}, Sizes{5, 33, 16}, Sizes{128, 192, 9},
-                                         Sizes{3, 7, 2})));
+                                         Sizes{3, 7, 2}, Sizes{37, 70, 11}, Sizes{10, 40, 5}, Sizes{9, 33, 3})));
 
 // A fused projection (q, k, v as one weight matrix) must give each part exactly the bits of a
 // separate MatMul over that part's rows, with part sizes that do not fill whole row blocks; the
