@@ -26,7 +26,8 @@ struct ReadCeiling {
   std::vector<ReadKernelResult> kernels;  // every kernel's best, in a fixed order
 };
 
-// Reads `bytes` (choose far larger than the last-level cache) with every kernel, using the
+// Reads `bytes` (the working set to compare against: a model's weights, or far more than the
+// last-level cache for DRAM) with every kernel, using the
 // current OpenMP threads; each kernel's figure is its best of `repeats` passes.
 ReadCeiling MeasureReadCeiling(size_t bytes, int repeats = 3);
 
