@@ -99,7 +99,7 @@ class MleEstimator : public AcceptanceEstimator {
 
 struct EstimatorConfig {
   std::string kind = "window";  // window | ema | mle
-  int32_t window = 16;          // steps, for window
+  int32_t window = 64;          // steps, for window (at one request per step, 64 verifications)
   double ema_alpha = 0.2;       // for ema
   int32_t history = 32;         // verifications, for mle
   double cap = kAcceptanceCap;
@@ -115,7 +115,7 @@ struct AcceptanceConfig {
   // initial_acceptance over as many steps again. Without it a policy that stopped
   // speculating because of a pessimistic estimate would never collect the data to revise it
   // (and SmartSpec's prefill disabling would lock itself off).
-  int32_t stale_after_steps = 64;
+  int32_t stale_after_steps = 8;
 };
 // Reads the optional "acceptance" object of a policy config: {"estimator": "window"|"ema"|
 // "mle", "window": N, "ema_alpha": x, "history": N, "request_history": N,

@@ -19,12 +19,15 @@
 # does not land on the same policies every time; the report pools the passes' requests.
 # Policy configs: smartspec = configs/policies/smartspec-batch.json; smartspec:request = smartspec
 # with smartspec-request.json; smartspec:noprefix = smartspec-batch.json with
-# "prefix_search": false (the candidate-batch search off); P = configs/policies/P.json when it
+# "prefix_search": false (the candidate-batch search off); smartspec:chains = smartspec-batch.json
+# with "trees": false (chains only); P = configs/policies/P.json when it
 # exists; a `+pipeline` suffix (static:3+pipeline) runs the same policy with --pipeline on.
 # --router-flags are added to every router (e.g. --max-k 32 for trees of 32 nodes). `none` gets no drafter (plain decoding; see docs/benchmarks.md). Placement as
 # scripts/bench-sweep.sh: verifier on CPU 1, drafter on CPU 0, one engine thread each; router
-# and load generator unpinned. No metrics servers (--metrics-port -1), so it runs beside
-# other services. Output: OUT/pass<N>/<policy>-<rate>.{json,csv}, OUT/logs/, OUT/compare.md.
+# and load generator unpinned. Workers run no metrics servers (--metrics-port -1), so it runs
+# beside other services; each router's metrics server takes a free loopback port, and its
+# /server_info at the end of the cell is kept. Output: OUT/pass<N>/<policy>-<rate>.{json,csv,
+# server_info.json}, OUT/logs/, OUT/compare.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -101,9 +104,12 @@ EOF
 
 IFS=',' read -r -a policy_list <<< "$policies"
 IFS=',' read -r -a level_list <<< "$levels"
-# The batch config with the candidate-batch search off, for smartspec:noprefix.
+# The batch config with the candidate-batch search off, for smartspec:noprefix; with trees off,
+# for smartspec:chains.
 sed 's/"granularity": "batch",/"granularity": "batch", "prefix_search": false,/' \
   configs/policies/smartspec-batch.json > "$out/smartspec-noprefix.json"
+sed 's/"granularity": "batch",/"granularity": "batch", "trees": false,/' \
+  configs/policies/smartspec-batch.json > "$out/smartspec-chains.json"
 
 # run_cell PASS POLICY RATE SECONDS: a fresh router for POLICY, one bench level, router stopped.
 run_cell() {
@@ -118,6 +124,7 @@ run_cell() {
     smartspec) router_flags=(--policy smartspec --policy-config configs/policies/smartspec-batch.json) ;;
     smartspec:request) router_flags=(--policy smartspec --policy-config configs/policies/smartspec-request.json) ;;
     smartspec:noprefix) router_flags=(--policy smartspec --policy-config "$out/smartspec-noprefix.json") ;;
+    smartspec:chains) router_flags=(--policy smartspec --policy-config "$out/smartspec-chains.json") ;;
     *)
       router_flags=(--policy "$policy")
       [ -f "configs/policies/$policy.json" ] && router_flags+=(--policy-config "configs/policies/$policy.json")

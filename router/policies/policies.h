@@ -88,6 +88,7 @@ class SmartSpecPolicy : public SpeculationPolicy {
   double ZeroFraction() const;
 
  private:
+  double ChainAcceptance(const PolicyInput& input, const PolicyRequest& r) const;
   Config config_;
   std::deque<bool> proposed_nothing_;
   std::map<int32_t, int64_t> k_histogram_;

@@ -8,6 +8,12 @@
 
 namespace splitspec::router {
 
+// The acceptance a request's chain is judged by: its own estimate at per-request granularity,
+// its pool's otherwise. Trees are weighed against chains with the same one.
+double SmartSpecPolicy::ChainAcceptance(const PolicyInput& input, const PolicyRequest& r) const {
+  return config_.per_request || input.acceptance == nullptr ? r.acceptance : input.acceptance->Pool(r.pool);
+}
+
 std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
   const int32_t v = std::min(config_.max_k, input.max_k);
   std::vector<GoodputItem> items;
@@ -18,9 +24,7 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
     item.context = r.context_tokens;
     item.pool = r.pool;
     item.speculative = r.speculative && r.max_useful_k > 0;
-    item.acceptance = config_.per_request || input.acceptance == nullptr
-                          ? r.acceptance
-                          : input.acceptance->Pool(r.pool);
+    item.acceptance = ChainAcceptance(input, r);
     any_speculative |= item.speculative;
     items.push_back(std::move(item));
   }
@@ -111,7 +115,7 @@ std::vector<ProposalChoice> SmartSpecPolicy::DecideProposals(const PolicyInput& 
   size_t run = 0;
   for (size_t i = 0; i < input.requests.size(); ++i) {
     const PolicyRequest& r = input.requests[i];
-    items.push_back(GoodputItem{r.context_tokens, r.acceptance, r.pool, r.speculative});
+    items.push_back(GoodputItem{r.context_tokens, ChainAcceptance(input, r), r.pool, r.speculative});
     if (k[i] != kSitOut) run = i + 1;
   }
   GoodputModel goodput(model, items, max_depth);
@@ -121,7 +125,7 @@ std::vector<ProposalChoice> SmartSpecPolicy::DecideProposals(const PolicyInput& 
   for (size_t i = 0; i < run; ++i) {
     if (k[i] == kSitOut) continue;
     depth[i] = verified[i] = k[i];
-    tokens[i] = ExpectedChainLength(input.requests[i].acceptance, k[i]);
+    tokens[i] = ExpectedChainLength(items[i].acceptance, k[i]);
   }
   auto goodput_of = [&]() {
     double total = 0;
@@ -140,7 +144,7 @@ std::vector<ProposalChoice> SmartSpecPolicy::DecideProposals(const PolicyInput& 
       if (shape.depth > r.max_useful_k) continue;
       depth[i] = shape.depth;
       verified[i] = shape.nodes;
-      tokens[i] = input.tree_acceptance->ExpectedLength(r.pool, shape.depth, shape.nodes, r.acceptance);
+      tokens[i] = input.tree_acceptance->ExpectedLength(r.pool, shape.depth, shape.nodes, items[i].acceptance);
       const double g = goodput_of();
       if (g > best * (1.0 + 1e-9)) {
         best = g;
@@ -150,7 +154,8 @@ std::vector<ProposalChoice> SmartSpecPolicy::DecideProposals(const PolicyInput& 
     choices[i] = chosen;
     depth[i] = chosen.tree() ? chosen.depth : chain_depth;
     verified[i] = chosen.tree() ? chosen.nodes : chain_verified;
-    tokens[i] = chosen.tree() ? input.tree_acceptance->ExpectedLength(r.pool, chosen.depth, chosen.nodes, r.acceptance)
+    tokens[i] = chosen.tree() ? input.tree_acceptance->ExpectedLength(r.pool, chosen.depth, chosen.nodes,
+                                                                      items[i].acceptance)
                               : chain_tokens;
     if (chosen.tree()) {
       ++tree_choices_;
