@@ -125,7 +125,7 @@ build_image() {
   # chroot isolation: this machine has no OCI runtime that can start containers; the host
   # network reaches the Debian archive for the apt steps.
   flock "$lock" buildah bud --isolation chroot --network host --layers \
-    -f deploy/Containerfile --build-arg "BASE=$base_image" --build-arg "REVISION=$revision" \
+    -f deploy/Containerfile --build-arg "BASE=$base_image" --label "org.opencontainers.image.revision=$revision" \
     -t "$image" .
 }
 
