@@ -119,21 +119,29 @@ import_base() {
 }
 
 build_image() {
-  local revision
+  local revision start
   revision=$(git rev-parse HEAD 2> /dev/null || echo unknown)
   step "waiting for the build lock $lock"
+  exec 9> "$lock"
+  flock 9
+  start=$(date +%s)
+  step "building $image (deploy/Containerfile)"
   # chroot isolation: this machine has no OCI runtime that can start containers; the host
   # network reaches the Debian archive for the apt steps.
-  flock "$lock" buildah bud --isolation chroot --network host --layers \
-    -f deploy/Containerfile --build-arg "BASE=$base_image" --label "org.opencontainers.image.revision=$revision" \
-    -t "$image" .
+  buildah bud --isolation chroot --network host --layers -f deploy/Containerfile \
+    --build-arg "BASE=$base_image" --label "org.opencontainers.image.revision=$revision" -t "$image" .
+  step "built $image in $(($(date +%s) - start)) s"
+  flock -u 9
+  exec 9>&-
 }
 
 install_tools
 make_base_tarball
 import_base
-start=$(date +%s)
-step "building $image (deploy/Containerfile)"
 build_image
-step "built $image in $(($(date +%s) - start)) s"
 buildah images --format '{{.Name}}:{{.Tag}} {{.ID}} size {{.Size}}' "$image" | sed 's/^/== image /'
+# What a registry would store and a node pull: the layers compressed, as `buildah push` writes them.
+layout=$(mktemp -d /var/tmp/splitspec-oci.XXXXXX)
+buildah push --quiet "$image" "oci:$layout" > /dev/null
+echo "== compressed layers (a registry's copy): $(du -sh "$layout" | cut -f1)"
+rm -rf "$layout"
