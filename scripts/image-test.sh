@@ -39,9 +39,9 @@ root=""
 # Kills what runs inside our chroot (only this test's processes have its root directory), then
 # unmounts everything under it and removes the working container.
 cleanup() {
-  local rc=$? pids=() p tries
+  local rc=$? pids=() p
   if [ -n "$root" ]; then
-    for tries in 1 2 3 4 5 6 7 8 9 10; do
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
       pids=()
       for p in /proc/[0-9]*; do
         [ "$(readlink "$p/root" 2> /dev/null)" = "$root" ] && pids+=("${p#/proc/}")
