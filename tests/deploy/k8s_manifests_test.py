@@ -8,6 +8,14 @@
                                    their command, args and env (only host names, ports, the
                                    image's paths and ConfigMap mounts rewritten), run every gRPC
                                    probe they name with PROBE, then generate through the router
+  image    SRC KUBECTL BIN_DIR PROBE ROOTFS USERSPEC
+                                   the same with the container image's root filesystem: each
+                                   container runs under `chroot --userspec=USERSPEC ROOTFS` with
+                                   the image's own binaries, models and paths unchanged (only
+                                   host names and ports rewritten; ConfigMap volumes bind-mounted
+                                   read-only at their mountPath), after checking the manifests run
+                                   the pods as the image's user; PROBE and BIN_DIR/splitspec (the
+                                   client) run on the host. scripts/image-test.sh sets ROOTFS up.
 
 Exit 77 (skip) when kubectl's kustomize is missing or too old, or the npm registry is unreachable.
 """
@@ -213,23 +221,89 @@ def wait_serving(pod, deadline, probe):
     return None
 
 
-def check_loopback(src, kubectl, bin_dir, probe):
+class LocalFiles:
+    """Pods run from the build tree: image paths and ConfigMap mounts mapped to local paths."""
+
+    def __init__(self, src, bin_dir):
+        self.image = {"/opt/splitspec/bin": os.path.abspath(bin_dir),
+                      "/opt/splitspec/models": os.path.join(src, "models")}
+
+    def argv(self, pod, resolve, config_dirs):
+        return command_line(pod, resolve, dict(self.image, **config_dirs))
+
+    def cleanup(self):
+        pass
+
+
+class ImageRoot:
+    """Pods run from a container image's root filesystem with chroot, as the image's user."""
+
+    def __init__(self, rootfs, userspec):
+        self.rootfs, self.userspec = rootfs, userspec
+        self.mounts = []
+
+    def argv(self, pod, resolve, config_dirs):
+        # The kubelet mounts each ConfigMap volume at its mountPath; the image provides the
+        # mount point (a read-only root cannot grow one).
+        for mount_path, directory in config_dirs.items():
+            target = os.path.join(self.rootfs, mount_path.lstrip("/"))
+            subprocess.run(["mount", "--bind", directory, target], check=True)
+            self.mounts.append(target)
+            subprocess.run(["mount", "-o", "remount,bind,ro", target], check=True)
+        return ["chroot", f"--userspec={self.userspec}", self.rootfs] + command_line(pod, resolve, {})
+
+    def check_user(self, pods):
+        """The manifests' runAsUser/runAsGroup must be the image's user, or the pods run as another."""
+        uid, gid = self.userspec.split(":")
+        for pod in pods:
+            context = pod.workload["spec"]["template"]["spec"].get("securityContext", {})
+            runs_as = f"{context.get('runAsUser')}:{context.get('runAsGroup')}"
+            if runs_as != f"{uid}:{gid}":
+                return f"{pod.name}: runs as {runs_as}, the image's user is {self.userspec}"
+        return None
+
+    def cleanup(self):
+        for target in reversed(self.mounts):
+            subprocess.run(["umount", target])
+
+
+def same_as_target_only(src, bin_dir, request, served):
+    """Speculative greedy output must be the target model's own greedy output: the image's
+    services against the bundled target model run alone by the host's build."""
+    local = subprocess.run([os.path.join(bin_dir, "splitspec"), "generate", "--model",
+                            os.path.join(src, "models/target")] + request,
+                           capture_output=True, text=True, timeout=300)
+    if local.returncode != 0:
+        print(f"FAIL: target-only generation on the host failed: {local.stderr}")
+        return False
+    # Locally the prompt is echoed before the completion; through a router the completion is
+    # followed by a blank line and the summary line.
+    prompt = request[request.index("--prompt") + 1]
+    expected = local.stdout[len(prompt):] if local.stdout.startswith(prompt) else local.stdout
+    completion = served[:served.rfind("\n[")] if "\n[" in served else served
+    if completion != expected:
+        print(f"FAIL: the image's services generated {completion!r}, the target model alone {expected!r}")
+        return False
+    print("== the output equals the target model's own greedy output (host build, models/target)")
+    return True
+
+
+def check_loopback(src, kubectl, bin_dir, probe, files):
     # The probe must be able to fail, or "answer" below means nothing.
     if subprocess.run([probe, str(free_port())], capture_output=True).returncode == 0:
         sys.exit("FAIL: the gRPC probe passed on a port where nothing listens")
     documents = render(src, kubectl, "cpu")
     pods = build_pods(documents)
+    if isinstance(files, ImageRoot) and (error := files.check_user(pods)):
+        sys.exit(f"FAIL: {error}")
     resolve = resolver(documents, pods)
     scratch = tempfile.mkdtemp(prefix="splitspec-k8s-")
-    image = {"/opt/splitspec/bin": os.path.abspath(bin_dir),
-             "/opt/splitspec/models": os.path.join(src, "models")}
     # Workers first, router last (it waits for a verifier): the order a rollout converges to.
     pods.sort(key=lambda p: p.workload["metadata"]["name"] == "router")
     ok = True
     try:
         for pod in pods:
-            paths = dict(image, **mount_config_maps(pod, documents, scratch))
-            argv = command_line(pod, resolve, paths)
+            argv = files.argv(pod, resolve, mount_config_maps(pod, documents, scratch))
             env = {e["name"]: e["value"] for e in pod.container.get("env", [])}
             env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
             print(f"== {pod.name}: {' '.join(argv)}", flush=True)
@@ -244,13 +318,16 @@ def check_loopback(src, kubectl, bin_dir, probe):
             sys.exit(f"router: {error}\n" + open(router.log.name).read())
         print("== every pod's startup, readiness and liveness gRPC probes answer SERVING; "
           "generating through the router", flush=True)
+        request = ["--prompt", "def add(a, b):\n", "--max-tokens", "16"]
         out = subprocess.run([os.path.join(bin_dir, "splitspec"), "generate", "--router",
-                              f"127.0.0.1:{router.named['grpc']}", "--prompt", "def add(a, b):\n",
-                              "--max-tokens", "16"], capture_output=True, text=True, timeout=300)
+                              f"127.0.0.1:{router.named['grpc']}"] + request,
+                             capture_output=True, text=True, timeout=300)
         print(out.stdout + out.stderr)
         if out.returncode != 0 or not out.stdout.strip():
             print("FAIL: generation through the manifest-built deployment failed")
             ok = False
+        elif isinstance(files, ImageRoot):
+            ok = same_as_target_only(src, bin_dir, request, out.stdout)
     finally:
         for pod in reversed(pods):
             if pod.process and pod.process.poll() is None:
@@ -261,17 +338,22 @@ def check_loopback(src, kubectl, bin_dir, probe):
                     pod.process.wait(timeout=60)
                 except subprocess.TimeoutExpired:
                     pod.process.kill()
+        files.cleanup()
         shutil.rmtree(scratch, ignore_errors=True)
     return ok
 
 
 def main():
     mode, src, kubectl, extra = sys.argv[1:5]
-    probe = sys.argv[5] if mode == "loopback" else None
     if not shutil.which(kubectl):
         print(f"SKIP: {kubectl} is not installed (needs kubectl with kustomize >= v4)")
         sys.exit(SKIP)
-    ok = check_render(src, kubectl, extra) if mode == "render" else check_loopback(src, kubectl, extra, probe)
+    if mode == "render":
+        ok = check_render(src, kubectl, extra)
+    elif mode == "loopback":
+        ok = check_loopback(src, kubectl, extra, sys.argv[5], LocalFiles(src, extra))
+    else:
+        ok = check_loopback(src, kubectl, extra, sys.argv[5], ImageRoot(sys.argv[6], sys.argv[7]))
     print("PASS" if ok else "FAIL")
     sys.exit(0 if ok else 1)
 
