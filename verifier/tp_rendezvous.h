@@ -26,19 +26,19 @@
 #ifndef SPLITSPEC_VERIFIER_TP_RENDEZVOUS_H_
 #define SPLITSPEC_VERIFIER_TP_RENDEZVOUS_H_
 
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "verifier/tp_rendezvous_socket.h"
 #include "verifier/tp_rendezvous_wire.h"
@@ -108,7 +108,7 @@ class RendezvousLeader {
   const std::string group_id_;
   const RendezvousOptions options_;
   const PeerLostCallback on_lost_;
-  const absl::Time join_deadline_;
+  const rendezvous::Clock::time_point join_deadline_;
   rendezvous::Socket listener_;
   int port_ = 0;
   rendezvous::Waker waker_;
@@ -117,12 +117,15 @@ class RendezvousLeader {
   std::map<int, std::unique_ptr<Peer>> followers_;
   rendezvous::Clock::time_point next_heartbeat_;
 
-  mutable absl::Mutex mu_;
-  std::vector<bool> joined_ ABSL_GUARDED_BY(mu_);  // by rank
-  int n_joined_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status lost_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  int strangers_closed_ ABSL_GUARDED_BY(mu_) = 0;
+  // std::mutex rather than absl::Mutex so that ThreadSanitizer sees the locking (the system
+  // Abseil is not instrumented).
+  mutable std::mutex mu_;
+  std::condition_variable changed_;                  // joined_, lost_
+  std::vector<bool> joined_;  // by rank; guarded by mu_
+  int n_joined_ = 0;          // guarded by mu_
+  absl::Status lost_;         // guarded by mu_
+  bool stop_ = false;         // guarded by mu_
+  int strangers_closed_ = 0;  // guarded by mu_
   std::thread thread_;
 };
 
@@ -155,8 +158,8 @@ class RendezvousFollower {
   const RendezvousOptions options_;
   const PeerLostCallback on_lost_;
   rendezvous::Waker waker_;
-  absl::Mutex mu_;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::mutex mu_;
+  bool stop_ = false;  // guarded by mu_
   std::thread thread_;
 };
 

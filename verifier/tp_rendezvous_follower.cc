@@ -16,8 +16,9 @@ using rendezvous::Clock;
 using rendezvous::Frame;
 using rendezvous::FrameType;
 
+// Capped at a year, so that "forever" added to now cannot overflow.
 Clock::duration ToClock(absl::Duration d) {
-  return std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(d));
+  return std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(std::min(d, absl::Hours(24 * 365))));
 }
 
 struct Joined {
@@ -119,7 +120,7 @@ RendezvousFollower::~RendezvousFollower() { StopWatch(); }
 
 void RendezvousFollower::StopWatch() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   waker_.Wake();
@@ -143,7 +144,7 @@ void RendezvousFollower::Watch() {
   };
   while (true) {
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
     }
     const Clock::time_point now = Clock::now();

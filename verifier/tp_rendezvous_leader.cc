@@ -22,8 +22,9 @@ using rendezvous::FrameType;
 // many may wait at once (the rest are closed on arrival).
 constexpr size_t kMaxPendingConnections = 32;
 
+// Capped at a year, so that "forever" added to now cannot overflow.
 Clock::duration ToClock(absl::Duration d) {
-  return std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(d));
+  return std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(std::min(d, absl::Hours(24 * 365))));
 }
 
 }  // namespace
@@ -69,7 +70,7 @@ RendezvousLeader::RendezvousLeader(rendezvous::Socket listener, std::string grou
     : group_id_(std::move(group_id)),
       options_(options),
       on_lost_(std::move(on_lost)),
-      join_deadline_(absl::Now() + options.join_timeout),
+      join_deadline_(rendezvous::Clock::now() + ToClock(options.join_timeout)),
       listener_(std::move(listener)),
       port_(rendezvous::LocalPort(listener_)),
       next_heartbeat_(Clock::now()),
@@ -79,7 +80,7 @@ RendezvousLeader::~RendezvousLeader() { StopLoop(); }
 
 void RendezvousLeader::StopLoop() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   waker_.Wake();
@@ -87,20 +88,19 @@ void RendezvousLeader::StopLoop() {
 }
 
 bool RendezvousLeader::lost() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return !lost_.ok();
 }
 
 int RendezvousLeader::strangers_closed() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return strangers_closed_;
 }
 
 absl::Status RendezvousLeader::WaitForFollowers() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   const int wanted = options_.group_size - 1;
-  auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return n_joined_ == wanted || !lost_.ok(); };
-  mu_.AwaitWithDeadline(absl::Condition(&done), join_deadline_);
+  changed_.wait_until(lock, join_deadline_, [&] { return n_joined_ == wanted || !lost_.ok(); });
   if (!lost_.ok()) return lost_;
   if (n_joined_ == wanted) return absl::OkStatus();
   std::vector<int> missing;
@@ -126,7 +126,7 @@ void RendezvousLeader::Loop() {
   const Clock::duration heartbeat_period = ToClock(options_.heartbeat_timeout) / 3;
   while (true) {
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (stop_ || !lost_.ok()) return;
     }
     std::vector<pollfd> fds = {{waker_.read_fd(), POLLIN, 0}, {listener_.fd(), POLLIN, 0}};
@@ -135,8 +135,10 @@ void RendezvousLeader::Loop() {
       fds.push_back({peer->socket.fd(), POLLIN, 0});
       wake_at = std::min(wake_at, peer->deadline);
     }
+    std::vector<int> polled_ranks;  // followers_ gains ranks while the pending are served
     for (const auto& [rank, peer] : followers_) {
       fds.push_back({peer->socket.fd(), POLLIN, 0});
+      polled_ranks.push_back(rank);
       wake_at = std::min(wake_at, peer->deadline);
     }
     if (::poll(fds.data(), fds.size(), rendezvous::PollTimeoutMs(wake_at)) < 0 && errno != EINTR) {
@@ -152,9 +154,10 @@ void RendezvousLeader::Loop() {
       if (!ready || ServePending(*peer)) kept.push_back(std::move(peer));
     }
     pending_ = std::move(kept);
-    for (auto it = followers_.begin(); it != followers_.end() && !lost();) {
-      const bool ready = fds[i++].revents != 0;
-      it = (!ready || ServeFollower(it->first, *it->second)) ? std::next(it) : followers_.erase(it);
+    for (const int rank : polled_ranks) {
+      if (fds[i++].revents == 0) continue;
+      if (!ServeFollower(rank, *followers_.at(rank))) followers_.erase(rank);
+      if (lost()) return;
     }
     if (lost()) return;
     if (fds[1].revents != 0) AcceptNew();
@@ -172,7 +175,7 @@ void RendezvousLeader::AcceptNew() {
     rendezvous::Socket socket = rendezvous::AcceptOne(listener_);
     if (!socket.valid()) return;
     if (pending_.size() >= kMaxPendingConnections) {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       ++strangers_closed_;
       continue;  // closed as it goes out of scope
     }
@@ -188,7 +191,7 @@ bool RendezvousLeader::ServePending(Peer& peer) {
   absl::StatusOr<std::optional<Frame>> frame = peer.reader.Next();
   if (frame.ok() && !frame->has_value() && received.ok()) return true;  // more bytes to come
   if (!frame.ok() || !frame->has_value() || (*frame)->type != FrameType::kHello) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     ++strangers_closed_;
     return false;
   }
@@ -204,18 +207,18 @@ void RendezvousLeader::Admit(Peer& peer, const Frame& hello) {
   } else if (hello.rank == 0 || hello.rank >= static_cast<uint32_t>(size)) {
     refusal = absl::StrCat("rank ", hello.rank, " is not a follower rank of a group of ", size, " (1..", size - 1, ")");
   } else {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (joined_[hello.rank]) refusal = absl::StrCat("rank ", hello.rank, " has already joined the group");
   }
   if (!refusal.empty()) {
     (void)rendezvous::SendFrame(peer.socket, Frame{FrameType::kRefuse, 0, 0, refusal});
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     ++strangers_closed_;
     return;
   }
   const int rank = static_cast<int>(hello.rank);
   if (!rendezvous::SendFrame(peer.socket, Frame{FrameType::kWelcome, hello.group_size, hello.rank, group_id_}).ok()) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     ++strangers_closed_;  // it left before it joined: it may connect again
     return;
   }
@@ -224,9 +227,12 @@ void RendezvousLeader::Admit(Peer& peer, const Frame& hello) {
   follower->reader = std::move(peer.reader);
   follower->deadline = Clock::now() + ToClock(options_.heartbeat_timeout);
   followers_[rank] = std::move(follower);
-  absl::MutexLock lock(&mu_);
-  joined_[rank] = true;
-  ++n_joined_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    joined_[rank] = true;
+    ++n_joined_;
+  }
+  changed_.notify_all();
 }
 
 bool RendezvousLeader::ServeFollower(int rank, Peer& peer) {
@@ -259,7 +265,7 @@ void RendezvousLeader::CheckDeadlines(Clock::time_point now) {
                                 [now](const std::unique_ptr<Peer>& p) { return now >= p->deadline; }),
                  pending_.end());
   if (pending_.size() != before) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     strangers_closed_ += static_cast<int>(before - pending_.size());
   }
   for (const auto& [rank, peer] : followers_) {
@@ -283,10 +289,11 @@ void RendezvousLeader::SendHeartbeats() {
 
 void RendezvousLeader::Lose(absl::Status why) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!lost_.ok()) return;
     lost_ = why;
   }
+  changed_.notify_all();
   if (on_lost_) on_lost_(why);
 }
 

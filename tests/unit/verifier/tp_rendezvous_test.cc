@@ -11,12 +11,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/scoped_temp_dir.h"
+#include "verifier/tp_membership.h"
 #include "verifier/tp_rendezvous_wire.h"
 
 namespace splitspec::verifier {
@@ -31,32 +35,60 @@ using ::testing::HasSubstr;
 constexpr absl::Duration kEventBound = absl::Seconds(20);
 const std::string kGroupId(128, '\x5a');  // the size of an NCCL unique id
 
+// A one-shot event on std:: primitives (which ThreadSanitizer sees, unlike the system Abseil).
+class Event {
+ public:
+  void Notify() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      notified_ = true;
+    }
+    cv_.notify_all();
+  }
+  bool HasBeenNotified() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return notified_;
+  }
+  bool WaitWithTimeout(absl::Duration bound) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, absl::ToChronoMilliseconds(bound), [this] { return notified_; });
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return notified_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool notified_ = false;
+};
+
 // Records the first loss a rendezvous reports.
 class LossRecorder {
  public:
   PeerLostCallback callback() {
     return [this](const absl::Status& why) {
-      absl::MutexLock lock(&mu_);
-      ++calls_;
-      if (!fired_.HasBeenNotified()) {
-        status_ = why;
-        fired_.Notify();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (++calls_ == 1) status_ = why;
       }
+      fired_.Notify();
     };
   }
-  bool WaitFired() { return fired_.WaitForNotificationWithTimeout(kEventBound); }
+  bool WaitFired() { return fired_.WaitWithTimeout(kEventBound); }
   absl::Status status() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return status_;
   }
   int calls() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return calls_;
   }
 
  private:
-  absl::Mutex mu_;
-  absl::Notification fired_;
+  std::mutex mu_;
+  Event fired_;
   absl::Status status_;
   int calls_ = 0;
 };
@@ -244,7 +276,7 @@ TEST(RendezvousTest, AFollowerThatStartsFirstRetriesUntilTheLeaderListens) {
     RawServer reserve;  // a port nothing listens on once closed
     port = reserve.port();
   }
-  absl::Notification retried;
+  Event retried;
   LossRecorder leader_loss, loss;
   absl::StatusOr<std::unique_ptr<RendezvousFollower>> follower;
   std::thread t([&] {
@@ -253,7 +285,7 @@ TEST(RendezvousTest, AFollowerThatStartsFirstRetriesUntilTheLeaderListens) {
       if (!retried.HasBeenNotified()) retried.Notify();
     });
   });
-  ASSERT_TRUE(retried.WaitForNotificationWithTimeout(kEventBound));
+  ASSERT_TRUE(retried.WaitWithTimeout(kEventBound));
   auto leader = RendezvousLeader::Start("127.0.0.1", port, kGroupId, Options(2), leader_loss.callback());
   ASSERT_TRUE(leader.ok()) << leader.status();
   t.join();
@@ -421,7 +453,7 @@ TEST(RendezvousTest, AFollowerWhoseLeaderExitsIsToldSo) {
 
 TEST(RendezvousTest, AFollowerWhoseLeaderFallsSilentIsToldAfterTheHeartbeatTimeout) {
   RawServer server;
-  absl::Notification release;
+  Event release;
   std::thread silent_leader([&] {
     const int fd = server.Accept();
     FrameReader reader;
@@ -435,7 +467,7 @@ TEST(RendezvousTest, AFollowerWhoseLeaderFallsSilentIsToldAfterTheHeartbeatTimeo
     }
     const std::string welcome = EncodeFrame(Frame{FrameType::kWelcome, 2, 1, kGroupId});
     ::send(fd, welcome.data(), welcome.size(), MSG_NOSIGNAL);
-    release.WaitForNotification();  // connected, reading nothing, sending nothing
+    release.Wait();  // connected, reading nothing, sending nothing
     ::close(fd);
   });
   LossRecorder loss;
@@ -509,6 +541,102 @@ TEST(RendezvousTest, HeartbeatsKeepAQuietGroupAliveBeyondTheTimeout) {
   (*leader)->Finish();
   EXPECT_EQ(leader_loss.calls(), 0) << leader_loss.status();
   EXPECT_EQ(loss.calls(), 0) << loss.status();
+}
+
+// --- membership: the file way and the network way, as the binary uses them ----------------
+
+void NoLog(const std::string&) {}
+
+TEST(TpMembershipTest, FlagCombinationsAreCheckedWithTheFlagsNamed) {
+  auto with = [](int rank, std::string id_file, int leader_port, std::string leader) {
+    TpMembershipOptions o;
+    o.group_size = 2;
+    o.rank = rank;
+    o.id_file = std::move(id_file);
+    o.leader_port = leader_port;
+    o.leader = std::move(leader);
+    return CheckTpMembershipOptions(o);
+  };
+  EXPECT_TRUE(with(0, "", 50060, "").ok());
+  EXPECT_TRUE(with(1, "", -1, "verifier-0.verifier:50060").ok());
+  EXPECT_TRUE(with(0, "/tmp/id", -1, "").ok());
+  EXPECT_TRUE(with(1, "/tmp/id", -1, "").ok());
+  const std::vector<std::pair<absl::Status, std::string>> errors = {
+      {with(1, "", -1, ""), "--tp-rank needs --tp-leader-port P on rank 0 and --tp-leader HOST:P"},
+      {with(0, "/tmp/id", 50060, ""), "use one"},
+      {with(0, "", -1, "host:50060"), "rank 0 is the leader"},
+      {with(1, "", 50060, ""), "--tp-leader-port is rank 0's"},
+      {with(1, "", -1, "host"), "--tp-leader: leader address \"host\" is not HOST:PORT"},
+      {with(0, "", 70000, ""), "rank 0 needs --tp-leader-port P (0..65535)"},
+  };
+  for (const auto& [status, fragment] : errors) {
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << fragment;
+    EXPECT_THAT(status.message(), HasSubstr(fragment));
+  }
+}
+
+TEST(TpMembershipTest, TheFileWayHandsRankZerosIdToTheOthers) {
+  splitspec::testing::ScopedTempDir dir("tp_membership_");
+  TpMembershipOptions o;
+  o.group_size = 2;
+  o.id_file = dir.path() + "/group-id";
+  o.rank = 1;
+  auto early = TpMembership::Join(o, nullptr, nullptr, NoLog);
+  ASSERT_FALSE(early.ok());
+  EXPECT_THAT(early.status().message(), HasSubstr("start rank 0 first"));
+  o.rank = 0;
+  auto rank0 = TpMembership::Join(o, [] { return absl::StatusOr<std::string>(kGroupId); }, nullptr, NoLog);
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  o.rank = 1;
+  auto rank1 = TpMembership::Join(o, nullptr, nullptr, NoLog);
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  EXPECT_EQ((*rank1)->group_id(), kGroupId);
+}
+
+TEST(TpMembershipTest, TheNetworkWayHandsRankZerosIdToTheOthers) {
+  int port = 0;
+  {
+    RawServer reserve;
+    port = reserve.port();
+  }
+  TpMembershipOptions o;
+  o.group_size = 3;
+  o.listen_host = "127.0.0.1";
+  o.join_timeout = absl::Seconds(30);
+  LossRecorder loss0, loss1, loss2;
+  absl::StatusOr<std::unique_ptr<TpMembership>> rank0, rank1, rank2;
+  std::thread t0([&] {
+    TpMembershipOptions r = o;
+    r.leader_port = port;
+    rank0 = TpMembership::Join(r, [] { return absl::StatusOr<std::string>(kGroupId); }, loss0.callback(), NoLog);
+  });
+  std::thread t1([&] {
+    TpMembershipOptions r = o;
+    r.rank = 1;
+    r.leader = absl::StrCat("127.0.0.1:", port);
+    rank1 = TpMembership::Join(r, nullptr, loss1.callback(), NoLog);
+  });
+  std::thread t2([&] {
+    TpMembershipOptions r = o;
+    r.rank = 2;
+    r.leader = absl::StrCat("localhost:", port);
+    rank2 = TpMembership::Join(r, nullptr, loss2.callback(), NoLog);
+  });
+  t0.join();
+  t1.join();
+  t2.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  ASSERT_TRUE(rank2.ok()) << rank2.status();
+  EXPECT_EQ((*rank1)->group_id(), kGroupId);
+  EXPECT_EQ((*rank2)->group_id(), kGroupId);
+  // Rank 2 dies: rank 0 is told; rank 0 then goes too, and rank 1 is told.
+  rank2->reset();
+  ASSERT_TRUE(loss0.WaitFired());
+  EXPECT_THAT(loss0.status().message(), HasSubstr("lost tensor-parallel rank 2"));
+  rank0->reset();
+  ASSERT_TRUE(loss1.WaitFired());
+  EXPECT_THAT(loss1.status().message(), HasSubstr("lost the tensor-parallel leader"));
 }
 
 }  // namespace
