@@ -29,7 +29,8 @@ absl::StatusOr<std::string> ReadFromFile(const std::string& path) {
   const std::string id = absl::HexStringToBytes(hex);
   if (!in || id.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot read a tensor-parallel group id from --tp-id-file ", path, " (start rank 0 first)"));
+        absl::StrCat("cannot read a tensor-parallel group id from --tp-id-file ", path,
+                     " (start rank 0 first)"));
   }
   return id;
 }
@@ -40,20 +41,24 @@ absl::Status CheckTpMembershipOptions(const TpMembershipOptions& o) {
   const bool network = o.leader_port >= 0 || !o.leader.empty();
   if (!o.id_file.empty() && network) {
     return absl::InvalidArgumentError(
-        "--tp-id-file and --tp-leader / --tp-leader-port are two ways to share the group id: use one");
+        "--tp-id-file and --tp-leader / --tp-leader-port are two ways to share the group id: use "
+        "one");
   }
   if (o.id_file.empty() && !network) {
     return absl::InvalidArgumentError(
-        "--tp-rank needs --tp-leader-port P on rank 0 and --tp-leader HOST:P on ranks 1..N-1 (or --tp-id-file F "
+        "--tp-rank needs --tp-leader-port P on rank 0 and --tp-leader HOST:P on ranks 1..N-1 (or "
+        "--tp-id-file F "
         "on every rank, one host)");
   }
   if (!network) return absl::OkStatus();
   if (o.rank == 0 && !o.leader.empty()) {
     return absl::InvalidArgumentError(
-        "rank 0 is the leader: it listens on --tp-leader-port; --tp-leader HOST:PORT is for ranks 1..N-1");
+        "rank 0 is the leader: it listens on --tp-leader-port; --tp-leader HOST:PORT is for ranks "
+        "1..N-1");
   }
   if (o.rank == 0 && (o.leader_port < 0 || o.leader_port > 65535)) {
-    return absl::InvalidArgumentError("rank 0 needs --tp-leader-port P (0..65535) to hand out the group id");
+    return absl::InvalidArgumentError(
+        "rank 0 needs --tp-leader-port P (0..65535) to hand out the group id");
   }
   if (o.rank != 0 && o.leader_port >= 0) {
     return absl::InvalidArgumentError(
@@ -94,7 +99,8 @@ absl::StatusOr<std::unique_ptr<TpMembership>> TpMembership::Join(
   if (o.rank == 0) {
     auto leader = RendezvousLeader::Start(o.listen_host, o.leader_port, *id, r, std::move(on_lost));
     if (!leader.ok()) return leader.status();
-    log(absl::StrCat("rank 0 waiting for ranks 1..", o.group_size - 1, " on port ", (*leader)->port()));
+    log(absl::StrCat("rank 0 waiting for ranks 1..", o.group_size - 1, " on port ",
+                     (*leader)->port()));
     if (absl::Status joined = (*leader)->WaitForFollowers(); !joined.ok()) return joined;
     log(absl::StrCat("all ", o.group_size, " ranks joined"));
     m->leader_ = std::move(*leader);
@@ -103,13 +109,12 @@ absl::StatusOr<std::unique_ptr<TpMembership>> TpMembership::Join(
   }
   const std::pair<std::string, int> address = *ParseLeaderAddress(o.leader);
   bool told = false;
-  auto follower = RendezvousFollower::Join(address.first, address.second, o.rank, r, std::move(on_lost),
-                                           [&](const absl::Status& why) {
-                                             if (told) return;  // once: the retries go on quietly
-                                             told = true;
-                                             log(absl::StrCat("waiting for the leader at ", o.leader, " (",
-                                                              why.message(), ")"));
-                                           });
+  auto follower = RendezvousFollower::Join(
+      address.first, address.second, o.rank, r, std::move(on_lost), [&](const absl::Status& why) {
+        if (told) return;  // once: the retries go on quietly
+        told = true;
+        log(absl::StrCat("waiting for the leader at ", o.leader, " (", why.message(), ")"));
+      });
   if (!follower.ok()) return follower.status();
   log(absl::StrCat("rank ", o.rank, " joined the leader at ", o.leader));
   m->group_id_ = (*follower)->group_id();

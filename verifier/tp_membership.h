@@ -21,10 +21,10 @@ namespace splitspec::verifier {
 struct TpMembershipOptions {
   int group_size = 1;
   int rank = 0;
-  std::string id_file;        // the file way (else the network way)
-  std::string listen_host;    // rank 0, network way: where it listens
-  int leader_port = -1;       // rank 0, network way
-  std::string leader;         // ranks 1..N-1, network way: rank 0's HOST:PORT
+  std::string id_file;      // the file way (else the network way)
+  std::string listen_host;  // rank 0, network way: where it listens
+  int leader_port = -1;     // rank 0, network way
+  std::string leader;       // ranks 1..N-1, network way: rank 0's HOST:PORT
   absl::Duration join_timeout = absl::Seconds(300);
   absl::Duration heartbeat_timeout = absl::Seconds(15);
 };
@@ -39,8 +39,9 @@ class TpMembership {
   // follower has joined. Other ranks wait for it (file: it must exist already; network: up to
   // join_timeout). `log` receives progress lines (joined, waiting for the leader).
   static absl::StatusOr<std::unique_ptr<TpMembership>> Join(
-      const TpMembershipOptions& options, const std::function<absl::StatusOr<std::string>()>& new_group_id,
-      PeerLostCallback on_lost, const std::function<void(const std::string&)>& log);
+      const TpMembershipOptions& options,
+      const std::function<absl::StatusOr<std::string>()>& new_group_id, PeerLostCallback on_lost,
+      const std::function<void(const std::string&)>& log);
 
   const std::string& group_id() const { return group_id_; }
   // The group ended in order (rank 0 sent its shutdown; a follower left its loop): peers are

@@ -91,8 +91,8 @@ class RendezvousLeader {
     rendezvous::Clock::time_point deadline;  // pending: handshake; follower: heartbeat
   };
 
-  RendezvousLeader(rendezvous::Socket listener, std::string group_id, const RendezvousOptions& options,
-                   PeerLostCallback on_lost);
+  RendezvousLeader(rendezvous::Socket listener, std::string group_id,
+                   const RendezvousOptions& options, PeerLostCallback on_lost);
   void Loop();
   void AcceptNew();
   // Each returns false when the connection must be dropped from its list.
@@ -120,12 +120,12 @@ class RendezvousLeader {
   // std::mutex rather than absl::Mutex so that ThreadSanitizer sees the locking (the system
   // Abseil is not instrumented).
   mutable std::mutex mu_;
-  std::condition_variable changed_;                  // joined_, lost_
-  std::vector<bool> joined_;  // by rank; guarded by mu_
-  int n_joined_ = 0;          // guarded by mu_
-  absl::Status lost_;         // guarded by mu_
-  bool stop_ = false;         // guarded by mu_
-  int strangers_closed_ = 0;  // guarded by mu_
+  std::condition_variable changed_;  // joined_, lost_
+  std::vector<bool> joined_;         // by rank; guarded by mu_
+  int n_joined_ = 0;                 // guarded by mu_
+  absl::Status lost_;                // guarded by mu_
+  bool stop_ = false;                // guarded by mu_
+  int strangers_closed_ = 0;         // guarded by mu_
   std::thread thread_;
 };
 
@@ -138,8 +138,8 @@ class RendezvousFollower {
   // match, or a peer that does not speak the protocol fail at once (FAILED_PRECONDITION). Once
   // joined, watches the leader until Finish or destruction.
   static absl::StatusOr<std::unique_ptr<RendezvousFollower>> Join(
-      const std::string& host, int port, int rank, const RendezvousOptions& options, PeerLostCallback on_lost,
-      std::function<void(const absl::Status&)> on_retry = nullptr);
+      const std::string& host, int port, int rank, const RendezvousOptions& options,
+      PeerLostCallback on_lost, std::function<void(const absl::Status&)> on_retry = nullptr);
   // Closes the connection without kBye (the leader sees this rank lost).
   ~RendezvousFollower();
 
@@ -148,8 +148,8 @@ class RendezvousFollower {
   void Finish();
 
  private:
-  RendezvousFollower(rendezvous::Socket socket, std::string group_id, const RendezvousOptions& options,
-                     PeerLostCallback on_lost);
+  RendezvousFollower(rendezvous::Socket socket, std::string group_id,
+                     const RendezvousOptions& options, PeerLostCallback on_lost);
   void Watch();
   void StopWatch();
 

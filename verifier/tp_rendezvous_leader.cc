@@ -24,7 +24,8 @@ constexpr size_t kMaxPendingConnections = 32;
 
 // Capped at a year, so that "forever" added to now cannot overflow.
 Clock::duration ToClock(absl::Duration d) {
-  return std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(std::min(d, absl::Hours(24 * 365))));
+  return std::chrono::duration_cast<Clock::duration>(
+      absl::ToChronoNanoseconds(std::min(d, absl::Hours(24 * 365))));
 }
 
 }  // namespace
@@ -32,21 +33,23 @@ Clock::duration ToClock(absl::Duration d) {
 absl::StatusOr<std::pair<std::string, int>> ParseLeaderAddress(absl::string_view address) {
   const size_t colon = address.rfind(':');
   if (colon == absl::string_view::npos || colon == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("leader address \"", address, "\" is not HOST:PORT"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("leader address \"", address, "\" is not HOST:PORT"));
   }
   absl::string_view host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   int port = 0;
   if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("leader address \"", address, "\" has no port in [1, 65535]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("leader address \"", address, "\" has no port in [1, 65535]"));
   }
   return std::make_pair(std::string(host), port);
 }
 
-absl::StatusOr<std::unique_ptr<RendezvousLeader>> RendezvousLeader::Start(const std::string& host, int port,
-                                                                          std::string group_id,
-                                                                          const RendezvousOptions& options,
-                                                                          PeerLostCallback on_lost) {
+absl::StatusOr<std::unique_ptr<RendezvousLeader>> RendezvousLeader::Start(
+    const std::string& host, int port, std::string group_id, const RendezvousOptions& options,
+    PeerLostCallback on_lost) {
   if (options.group_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("group size ", options.group_size, " < 1"));
   }
@@ -54,7 +57,8 @@ absl::StatusOr<std::unique_ptr<RendezvousLeader>> RendezvousLeader::Start(const 
     return absl::InvalidArgumentError(absl::StrCat("a group id of ", group_id.size(), " bytes (1..",
                                                    rendezvous::kMaxGroupIdBytes, ")"));
   }
-  if (options.heartbeat_timeout <= absl::ZeroDuration() || options.handshake_timeout <= absl::ZeroDuration()) {
+  if (options.heartbeat_timeout <= absl::ZeroDuration() ||
+      options.handshake_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("rendezvous timeouts must be positive");
   }
   absl::StatusOr<rendezvous::Socket> listener = rendezvous::Listen(host, port);
@@ -107,9 +111,9 @@ absl::Status RendezvousLeader::WaitForFollowers() {
   for (int r = 1; r < options_.group_size; ++r) {
     if (!joined_[r]) missing.push_back(r);
   }
-  return absl::DeadlineExceededError(absl::StrCat("tensor-parallel rank(s) ", absl::StrJoin(missing, ", "), " of ",
-                                                  options_.group_size, " did not join within ",
-                                                  absl::FormatDuration(options_.join_timeout)));
+  return absl::DeadlineExceededError(absl::StrCat(
+      "tensor-parallel rank(s) ", absl::StrJoin(missing, ", "), " of ", options_.group_size,
+      " did not join within ", absl::FormatDuration(options_.join_timeout)));
 }
 
 void RendezvousLeader::Finish() {
@@ -203,12 +207,15 @@ void RendezvousLeader::Admit(Peer& peer, const Frame& hello) {
   const int size = options_.group_size;
   std::string refusal;
   if (hello.group_size != static_cast<uint32_t>(size)) {
-    refusal = absl::StrCat("the leader's group has ", size, " ranks, the follower expects ", hello.group_size);
+    refusal = absl::StrCat("the leader's group has ", size, " ranks, the follower expects ",
+                           hello.group_size);
   } else if (hello.rank == 0 || hello.rank >= static_cast<uint32_t>(size)) {
-    refusal = absl::StrCat("rank ", hello.rank, " is not a follower rank of a group of ", size, " (1..", size - 1, ")");
+    refusal = absl::StrCat("rank ", hello.rank, " is not a follower rank of a group of ", size,
+                           " (1..", size - 1, ")");
   } else {
     std::lock_guard<std::mutex> lock(mu_);
-    if (joined_[hello.rank]) refusal = absl::StrCat("rank ", hello.rank, " has already joined the group");
+    if (joined_[hello.rank])
+      refusal = absl::StrCat("rank ", hello.rank, " has already joined the group");
   }
   if (!refusal.empty()) {
     (void)rendezvous::SendFrame(peer.socket, Frame{FrameType::kRefuse, 0, 0, refusal});
@@ -217,7 +224,9 @@ void RendezvousLeader::Admit(Peer& peer, const Frame& hello) {
     return;
   }
   const int rank = static_cast<int>(hello.rank);
-  if (!rendezvous::SendFrame(peer.socket, Frame{FrameType::kWelcome, hello.group_size, hello.rank, group_id_}).ok()) {
+  if (!rendezvous::SendFrame(peer.socket,
+                             Frame{FrameType::kWelcome, hello.group_size, hello.rank, group_id_})
+           .ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     ++strangers_closed_;  // it left before it joined: it may connect again
     return;
@@ -240,20 +249,22 @@ bool RendezvousLeader::ServeFollower(int rank, Peer& peer) {
   while (true) {
     absl::StatusOr<std::optional<Frame>> frame = peer.reader.Next();
     if (!frame.ok()) {
-      Lose(absl::UnavailableError(absl::StrCat("tensor-parallel rank ", rank, " broke the protocol: ",
-                                               frame.status().message())));
+      Lose(absl::UnavailableError(absl::StrCat("tensor-parallel rank ", rank,
+                                               " broke the protocol: ", frame.status().message())));
       return false;
     }
     if (!frame->has_value()) break;
     if ((*frame)->type == FrameType::kBye) return false;  // left in order
     if ((*frame)->type != FrameType::kHeartbeat) {
-      Lose(absl::UnavailableError(absl::StrCat("tensor-parallel rank ", rank, " sent an unexpected frame")));
+      Lose(absl::UnavailableError(
+          absl::StrCat("tensor-parallel rank ", rank, " sent an unexpected frame")));
       return false;
     }
     peer.deadline = Clock::now() + ToClock(options_.heartbeat_timeout);
   }
   if (!received.ok()) {
-    Lose(absl::UnavailableError(absl::StrCat("lost tensor-parallel rank ", rank, ": ", received.message())));
+    Lose(absl::UnavailableError(
+        absl::StrCat("lost tensor-parallel rank ", rank, ": ", received.message())));
     return false;
   }
   return true;
@@ -261,17 +272,19 @@ bool RendezvousLeader::ServeFollower(int rank, Peer& peer) {
 
 void RendezvousLeader::CheckDeadlines(Clock::time_point now) {
   const size_t before = pending_.size();
-  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
-                                [now](const std::unique_ptr<Peer>& p) { return now >= p->deadline; }),
-                 pending_.end());
+  pending_.erase(
+      std::remove_if(pending_.begin(), pending_.end(),
+                     [now](const std::unique_ptr<Peer>& p) { return now >= p->deadline; }),
+      pending_.end());
   if (pending_.size() != before) {
     std::lock_guard<std::mutex> lock(mu_);
     strangers_closed_ += static_cast<int>(before - pending_.size());
   }
   for (const auto& [rank, peer] : followers_) {
     if (now >= peer->deadline) {
-      Lose(absl::DeadlineExceededError(absl::StrCat("lost tensor-parallel rank ", rank, ": no heartbeat for ",
-                                                    absl::FormatDuration(options_.heartbeat_timeout))));
+      Lose(absl::DeadlineExceededError(
+          absl::StrCat("lost tensor-parallel rank ", rank, ": no heartbeat for ",
+                       absl::FormatDuration(options_.heartbeat_timeout))));
       return;
     }
   }
@@ -279,9 +292,11 @@ void RendezvousLeader::CheckDeadlines(Clock::time_point now) {
 
 void RendezvousLeader::SendHeartbeats() {
   for (const auto& [rank, peer] : followers_) {
-    const absl::Status sent = rendezvous::SendFrame(peer->socket, Frame{FrameType::kHeartbeat, 0, 0, {}});
+    const absl::Status sent =
+        rendezvous::SendFrame(peer->socket, Frame{FrameType::kHeartbeat, 0, 0, {}});
     if (!sent.ok()) {
-      Lose(absl::UnavailableError(absl::StrCat("lost tensor-parallel rank ", rank, ": ", sent.message())));
+      Lose(absl::UnavailableError(
+          absl::StrCat("lost tensor-parallel rank ", rank, ": ", sent.message())));
       return;
     }
   }

@@ -36,8 +36,10 @@ absl::Status Resolve(const std::string& host, int port, bool passive, AddrInfoLi
   hints.ai_socktype = SOCK_STREAM;
   if (passive) hints.ai_flags = AI_PASSIVE;
   const std::string service = std::to_string(port);
-  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out->head);
-  if (rc != 0) return absl::UnavailableError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
+  const int rc =
+      getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out->head);
+  if (rc != 0)
+    return absl::UnavailableError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
   return absl::OkStatus();
 }
 
@@ -96,15 +98,18 @@ absl::StatusOr<Socket> Listen(const std::string& host, int port) {
     SetNonBlocking(socket.fd());
     return socket;
   }
-  return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port, ": ", last_error));
+  return absl::UnavailableError(
+      absl::StrCat("cannot listen on ", host, ":", port, ": ", last_error));
 }
 
 int LocalPort(const Socket& socket) {
   sockaddr_storage address{};
   socklen_t size = sizeof(address);
   if (getsockname(socket.fd(), reinterpret_cast<sockaddr*>(&address), &size) != 0) return -1;
-  if (address.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
-  if (address.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
+  if (address.ss_family == AF_INET)
+    return ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+  if (address.ss_family == AF_INET6)
+    return ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
   return -1;
 }
 
@@ -121,7 +126,8 @@ absl::StatusOr<Socket> Connect(const std::string& host, int port, Clock::time_po
   if (absl::Status s = Resolve(host, port, /*passive=*/false, &addresses); !s.ok()) return s;
   std::string last_error = "no address";
   for (addrinfo* a = addresses.head; a != nullptr; a = a->ai_next) {
-    Socket socket(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    Socket socket(
+        ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
     if (!socket.valid()) {
       last_error = ErrnoText(errno);
       continue;
@@ -147,10 +153,12 @@ absl::StatusOr<Socket> Connect(const std::string& host, int port, Clock::time_po
     setsockopt(socket.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     return socket;
   }
-  return absl::UnavailableError(absl::StrCat("cannot connect to ", host, ":", port, ": ", last_error));
+  return absl::UnavailableError(
+      absl::StrCat("cannot connect to ", host, ":", port, ": ", last_error));
 }
 
-absl::Status SendFrame(const Socket& socket, const Frame& frame, std::chrono::milliseconds timeout) {
+absl::Status SendFrame(const Socket& socket, const Frame& frame,
+                       std::chrono::milliseconds timeout) {
   const std::string bytes = EncodeFrame(frame);
   const Clock::time_point deadline = Clock::now() + timeout;
   size_t sent = 0;
@@ -161,7 +169,8 @@ absl::Status SendFrame(const Socket& socket, const Frame& frame, std::chrono::mi
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && WaitReady(socket.fd(), POLLOUT, deadline)) {
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+        WaitReady(socket.fd(), POLLOUT, deadline)) {
       if (Clock::now() < deadline) continue;
     }
     return absl::UnavailableError(

@@ -15,7 +15,8 @@ void PutU32(std::string* out, uint32_t v) {
   PutU16(out, static_cast<uint16_t>(v & 0xffff));
 }
 uint16_t GetU16(absl::string_view in, size_t at) {
-  return static_cast<uint16_t>((static_cast<uint8_t>(in[at]) << 8) | static_cast<uint8_t>(in[at + 1]));
+  return static_cast<uint16_t>((static_cast<uint8_t>(in[at]) << 8) |
+                               static_cast<uint8_t>(in[at + 1]));
 }
 uint32_t GetU32(absl::string_view in, size_t at) {
   return (uint32_t{GetU16(in, at)} << 16) | GetU16(in, at + 2);
@@ -38,7 +39,8 @@ bool PayloadSizeFits(FrameType type, size_t bytes) {
 }
 
 bool KnownType(uint16_t type) {
-  return type >= static_cast<uint16_t>(FrameType::kHello) && type <= static_cast<uint16_t>(FrameType::kBye);
+  return type >= static_cast<uint16_t>(FrameType::kHello) &&
+         type <= static_cast<uint16_t>(FrameType::kBye);
 }
 
 }  // namespace
@@ -67,14 +69,16 @@ absl::StatusOr<std::optional<Frame>> FrameReader::Next() {
   const uint16_t type = GetU16(in, 6);
   const uint32_t size = GetU32(in, 8);
   if (magic != kMagic) {
-    error_ = absl::InvalidArgumentError("not a splitspec tensor-parallel rendezvous peer (bad magic)");
+    error_ =
+        absl::InvalidArgumentError("not a splitspec tensor-parallel rendezvous peer (bad magic)");
   } else if (version != kVersion) {
-    error_ = absl::InvalidArgumentError(
-        absl::StrCat("the peer speaks rendezvous protocol version ", version, ", this binary ", kVersion));
+    error_ = absl::InvalidArgumentError(absl::StrCat("the peer speaks rendezvous protocol version ",
+                                                     version, ", this binary ", kVersion));
   } else if (!KnownType(type)) {
     error_ = absl::InvalidArgumentError(absl::StrCat("unknown rendezvous frame type ", type));
   } else if (!PayloadSizeFits(static_cast<FrameType>(type), size)) {
-    error_ = absl::InvalidArgumentError(absl::StrCat("rendezvous frame type ", type, " with ", size, " payload bytes"));
+    error_ = absl::InvalidArgumentError(
+        absl::StrCat("rendezvous frame type ", type, " with ", size, " payload bytes"));
   }
   if (!error_.ok()) {
     buffer_.clear();

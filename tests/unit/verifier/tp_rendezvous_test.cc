@@ -116,7 +116,10 @@ class RawClient {
   }
   ~RawClient() { Close(); }
   bool connected() const { return connected_; }
-  void Send(const std::string& bytes) { ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size())); }
+  void Send(const std::string& bytes) {
+    ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  }
   // Reads until the peer closes; false when it did not within the bound.
   bool ReadUntilClosed(std::string* got = nullptr) {
     char buffer[4096];
@@ -178,7 +181,8 @@ class RawServer {
   int port_ = 0;
 };
 
-absl::StatusOr<std::unique_ptr<RendezvousFollower>> JoinLocal(int port, int rank, const RendezvousOptions& options,
+absl::StatusOr<std::unique_ptr<RendezvousFollower>> JoinLocal(int port, int rank,
+                                                              const RendezvousOptions& options,
                                                               LossRecorder& loss) {
   return RendezvousFollower::Join("127.0.0.1", port, rank, options, loss.callback());
 }
@@ -217,7 +221,8 @@ TEST(RendezvousWireTest, MalformedHeadersAreRefusedAndTheErrorStays) {
     bytes[at] = value;
     return bytes;
   };
-  const std::string huge_welcome = EncodeFrame(Frame{FrameType::kWelcome, 2, 1, std::string(2000, 'x')});
+  const std::string huge_welcome =
+      EncodeFrame(Frame{FrameType::kWelcome, 2, 1, std::string(2000, 'x')});
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"GET / HTTP/1.1\r\n\r\n", "bad magic"},
       {with_byte(5, 9), "version 9"},
@@ -238,7 +243,8 @@ TEST(RendezvousWireTest, MalformedHeadersAreRefusedAndTheErrorStays) {
 }
 
 TEST(RendezvousWireTest, LeaderAddresses) {
-  EXPECT_EQ(*ParseLeaderAddress("verifier-0.verifier:50060"), std::make_pair(std::string("verifier-0.verifier"), 50060));
+  EXPECT_EQ(*ParseLeaderAddress("verifier-0.verifier:50060"),
+            std::make_pair(std::string("verifier-0.verifier"), 50060));
   EXPECT_EQ(*ParseLeaderAddress("[::1]:7"), std::make_pair(std::string("::1"), 7));
   for (const char* bad : {"verifier-0", ":50060", "host:", "host:0", "host:70000", "host:12ab"}) {
     EXPECT_FALSE(ParseLeaderAddress(bad).ok()) << bad;
@@ -249,7 +255,8 @@ TEST(RendezvousWireTest, LeaderAddresses) {
 
 TEST(RendezvousTest, EveryFollowerReceivesTheGroupIdAndAnOrderlyEndLosesNoOne) {
   LossRecorder leader_loss, loss1, loss2, loss3;
-  auto leader = RendezvousLeader::Start("127.0.0.1", 0, kGroupId, Options(4), leader_loss.callback());
+  auto leader =
+      RendezvousLeader::Start("127.0.0.1", 0, kGroupId, Options(4), leader_loss.callback());
   ASSERT_TRUE(leader.ok()) << leader.status();
   absl::StatusOr<std::unique_ptr<RendezvousFollower>> f1, f2, f3;
   std::thread t3([&] { f3 = JoinLocal((*leader)->port(), 3, Options(4), loss3); });
@@ -280,13 +287,15 @@ TEST(RendezvousTest, AFollowerThatStartsFirstRetriesUntilTheLeaderListens) {
   LossRecorder leader_loss, loss;
   absl::StatusOr<std::unique_ptr<RendezvousFollower>> follower;
   std::thread t([&] {
-    follower = RendezvousFollower::Join("127.0.0.1", port, 1, Options(2), loss.callback(), [&](const absl::Status& why) {
-      EXPECT_TRUE(absl::IsUnavailable(why)) << why;
-      if (!retried.HasBeenNotified()) retried.Notify();
-    });
+    follower = RendezvousFollower::Join("127.0.0.1", port, 1, Options(2), loss.callback(),
+                                        [&](const absl::Status& why) {
+                                          EXPECT_TRUE(absl::IsUnavailable(why)) << why;
+                                          if (!retried.HasBeenNotified()) retried.Notify();
+                                        });
   });
   ASSERT_TRUE(retried.WaitWithTimeout(kEventBound));
-  auto leader = RendezvousLeader::Start("127.0.0.1", port, kGroupId, Options(2), leader_loss.callback());
+  auto leader =
+      RendezvousLeader::Start("127.0.0.1", port, kGroupId, Options(2), leader_loss.callback());
   ASSERT_TRUE(leader.ok()) << leader.status();
   t.join();
   ASSERT_TRUE(follower.ok()) << follower.status();
@@ -296,7 +305,8 @@ TEST(RendezvousTest, AFollowerThatStartsFirstRetriesUntilTheLeaderListens) {
 
 TEST(RendezvousTest, ASecondFollowerClaimingARankIsRefused) {
   LossRecorder leader_loss, loss1, loss1b, loss2;
-  auto leader = RendezvousLeader::Start("127.0.0.1", 0, kGroupId, Options(3), leader_loss.callback());
+  auto leader =
+      RendezvousLeader::Start("127.0.0.1", 0, kGroupId, Options(3), leader_loss.callback());
   ASSERT_TRUE(leader.ok());
   auto first = JoinLocal((*leader)->port(), 1, Options(3), loss1);
   ASSERT_TRUE(first.ok()) << first.status();
@@ -348,7 +358,9 @@ TEST(RendezvousTest, BytesFromStrangersAreClosedAndTheGroupStillForms) {
   std::string huge = EncodeFrame(Frame{FrameType::kHello, 2, 1, {}});
   huge[8] = '\x7f';  // a payload of ~2 GiB
   const std::vector<std::string> garbage = {
-      "GET / HTTP/1.1\r\nHost: x\r\n\r\n", bad_version, huge,
+      "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+      bad_version,
+      huge,
       EncodeFrame(Frame{FrameType::kHeartbeat, 0, 0, {}}),  // a frame, but not a hello
       EncodeFrame(Frame{FrameType::kWelcome, 2, 1, "forged"}),
       std::string("\x53\x53", 2),  // a partial header, then silence: the handshake times out
@@ -415,7 +427,8 @@ TEST(RendezvousTest, AFollowerGivesUpOnAnAbsentLeaderAfterItsJoinTimeout) {
   const auto waited = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(follower.ok());
   EXPECT_TRUE(absl::IsDeadlineExceeded(follower.status())) << follower.status();
-  EXPECT_THAT(follower.status().message(), HasSubstr("no tensor-parallel leader answered at 127.0.0.1:"));
+  EXPECT_THAT(follower.status().message(),
+              HasSubstr("no tensor-parallel leader answered at 127.0.0.1:"));
   EXPECT_THAT(follower.status().message(), HasSubstr("refused"));  // the last reason
   EXPECT_GE(waited, std::chrono::milliseconds(300));
   EXPECT_LT(waited, std::chrono::seconds(10));
@@ -438,7 +451,8 @@ TEST(RendezvousTest, ALeaderNamesTheRanksThatDidNotJoinInTime) {
 
 TEST(RendezvousTest, AFollowerWhoseLeaderExitsIsToldSo) {
   LossRecorder leader_loss, loss;
-  auto leader = RendezvousLeader::Start("127.0.0.1", 0, kGroupId, Options(2), leader_loss.callback());
+  auto leader =
+      RendezvousLeader::Start("127.0.0.1", 0, kGroupId, Options(2), leader_loss.callback());
   ASSERT_TRUE(leader.ok());
   auto follower = JoinLocal((*leader)->port(), 1, Options(2), loss);
   ASSERT_TRUE(follower.ok()) << follower.status();
@@ -486,7 +500,8 @@ TEST(RendezvousTest, AFollowerWhoseLeaderFallsSilentIsToldAfterTheHeartbeatTimeo
 
 TEST(RendezvousTest, ALeaderWhoseFollowerExitsIsToldWhichRank) {
   LossRecorder leader_loss, loss1, loss2;
-  auto leader = RendezvousLeader::Start("127.0.0.1", 0, kGroupId, Options(3), leader_loss.callback());
+  auto leader =
+      RendezvousLeader::Start("127.0.0.1", 0, kGroupId, Options(3), leader_loss.callback());
   ASSERT_TRUE(leader.ok());
   auto f1 = JoinLocal((*leader)->port(), 1, Options(3), loss1);
   auto f2 = JoinLocal((*leader)->port(), 2, Options(3), loss2);
@@ -518,7 +533,8 @@ TEST(RendezvousTest, ALeaderWhoseFollowerFallsSilentIsToldAfterTheHeartbeatTimeo
   ASSERT_TRUE(leader_loss.WaitFired());  // the raw follower never sends a heartbeat
   EXPECT_GE(std::chrono::steady_clock::now() - joined, std::chrono::milliseconds(300));
   EXPECT_TRUE(absl::IsDeadlineExceeded(leader_loss.status())) << leader_loss.status();
-  EXPECT_THAT(leader_loss.status().message(), HasSubstr("lost tensor-parallel rank 1: no heartbeat"));
+  EXPECT_THAT(leader_loss.status().message(),
+              HasSubstr("lost tensor-parallel rank 1: no heartbeat"));
 }
 
 TEST(RendezvousTest, HeartbeatsKeepAQuietGroupAliveBeyondTheTimeout) {
@@ -585,7 +601,8 @@ TEST(TpMembershipTest, TheFileWayHandsRankZerosIdToTheOthers) {
   ASSERT_FALSE(early.ok());
   EXPECT_THAT(early.status().message(), HasSubstr("start rank 0 first"));
   o.rank = 0;
-  auto rank0 = TpMembership::Join(o, [] { return absl::StatusOr<std::string>(kGroupId); }, nullptr, NoLog);
+  auto rank0 = TpMembership::Join(
+      o, [] { return absl::StatusOr<std::string>(kGroupId); }, nullptr, NoLog);
   ASSERT_TRUE(rank0.ok()) << rank0.status();
   o.rank = 1;
   auto rank1 = TpMembership::Join(o, nullptr, nullptr, NoLog);
@@ -608,7 +625,8 @@ TEST(TpMembershipTest, TheNetworkWayHandsRankZerosIdToTheOthers) {
   std::thread t0([&] {
     TpMembershipOptions r = o;
     r.leader_port = port;
-    rank0 = TpMembership::Join(r, [] { return absl::StatusOr<std::string>(kGroupId); }, loss0.callback(), NoLog);
+    rank0 = TpMembership::Join(
+        r, [] { return absl::StatusOr<std::string>(kGroupId); }, loss0.callback(), NoLog);
   });
   std::thread t1([&] {
     TpMembershipOptions r = o;
