@@ -11,20 +11,24 @@
 // Tensor parallelism (verifier/tp_step.h):
 //   --tp N                      N ranks as threads of this process (in-process communicator;
 //                               --device cpu).
-//   --tp N --tp-rank R --tp-id-file F
-//                               one process per GPU over NCCL (--device cuda: rank R uses GPU R;
-//                               cuda:K pins GPU K). Rank 0 writes the NCCL group id to F and
-//                               serves gRPC; start ranks 1..N-1 once F exists (they read it at
-//                               start-up). They follow rank 0's steps and exit when it does.
+//   --tp N --tp-rank R          one process per GPU over NCCL (--device cuda: rank R uses GPU R;
+//                               cuda:K pins GPU K). Rank 0 serves gRPC; ranks 1..N-1 follow its
+//                               steps and exit when it does. The NCCL group id travels either
+//     --tp-leader-port P        over the network (verifier/tp_membership.h): rank 0 listens on
+//     --tp-leader HOST:P        --host:P, ranks 1..N-1 connect (retrying up to --tp-join-seconds)
+//                               and the connections stay open: a rank whose peer is lost (closed,
+//                               or silent for --tp-heartbeat-seconds) exits 1 so the group is
+//                               restarted, instead of blocking in NCCL; or
+//     --tp-id-file F            through a file: rank 0 writes it, ranks 1..N-1 read it at start.
+// --check-flags validates the flags (device names but not devices) and exits 0 without loading.
 // Errors in the flags, and devices this build or machine lacks (--device cuda without CUDA or
 // without a GPU), exit 2 with the reason; failures to load the model exit 1.
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <string>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/engine/cuda/select_backend.h"
@@ -35,6 +39,7 @@
 #include "common/rpc/flags.h"
 #include "common/rpc/server.h"
 #include "common/rpc/serving_flags.h"
+#include "verifier/tp_membership.h"
 #include "verifier/tp_step.h"
 #include "verifier/verifier_core.h"
 #include "verifier/verifier_replica.h"
@@ -61,8 +66,15 @@ constexpr char kUsage[] =
     "  --block-size N           tokens per KV-cache block (16)\n"
     "  --threads N              CPU threads per rank (0 = all cores, split between ranks)\n"
     "  --tp N                   tensor-parallel ranks: threads of this process on the CPU (1)\n"
-    "  --tp-rank R              with --device cuda: this process is rank R of --tp N over NCCL\n"
-    "  --tp-id-file F           rank 0 writes the NCCL group id to F; ranks 1..N-1 read it\n"
+    "  --tp-rank R              with --device cuda: this process is rank R of --tp N over NCCL;\n"
+    "                           the ranks share the NCCL group id over the network or by a file:\n"
+    "  --tp-leader-port P       rank 0 listens on --host:P and hands the id to ranks 1..N-1\n"
+    "  --tp-leader HOST:P       ranks 1..N-1: rank 0's address; they keep the connection, and any\n"
+    "                           rank whose peer is lost exits 1 (the group must restart)\n"
+    "  --tp-join-seconds S      how long ranks wait for each other to join (300)\n"
+    "  --tp-heartbeat-seconds S a peer silent this long is lost (15)\n"
+    "  --tp-id-file F           instead: rank 0 writes the id to F; ranks 1..N-1 read it (start\n"
+    "                           them once F exists)\n"
     "  --drain-seconds S        on SIGTERM/SIGINT, how long in-flight calls may finish (10)\n"
     "  --max-context TOKENS     longest sequence served (0 = the model's max_position_embeddings)\n"
     "  --session-lease-seconds S  idle sessions are reclaimed after S seconds (300; <= 0 = never)\n"
@@ -80,6 +92,8 @@ constexpr char kUsage[] =
     "  --enable-reflection      gRPC server reflection (off: it lists every method to any caller)\n"
     "  --expose-model-path      GetInfo reports the model directory (off: only its name), which a\n"
     "                           router uses to find the tokenizer when it has no --tokenizer\n"
+    "  --check-flags            check the flags (device names, not devices) and exit 0 without\n"
+    "                           loading the model\n"
     "  --help                   print this help and exit\n"
     "\n"
     "Prints \"splitspec-verifier listening on HOST:PORT\" once serving. Flag errors and devices this\n"
@@ -88,6 +102,11 @@ constexpr char kUsage[] =
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n%s", std::string(status.message()).c_str(), kUsage);
   return 2;
+}
+
+int FlagsOk() {
+  std::printf("splitspec-verifier: flags ok\n");
+  return 0;
 }
 
 int LoadFailed(const std::string& model_dir, const absl::Status& status) {
@@ -140,34 +159,29 @@ int GroupFailed(const absl::Status& status) {
   return 1;
 }
 
+// A peer of this rank is gone: the group cannot go on (a collective would wait forever), so the
+// process exits at once, from the rendezvous thread, for the orchestrator to restart the group.
+void ExitOnLostPeer(const absl::Status& why) {
+  std::fprintf(stderr, "error: %s; exiting so that the tensor-parallel group restarts\n",
+               std::string(why.message()).c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
 // One process of a multi-process group (NCCL). Rank 0 serves; the others follow until rank 0
 // shuts the group down.
-int RunRankProcess(const splitspec::verifier::VerifierOptions& options, int tp_rank, const std::string& id_file,
-                   const std::string& host, int port, int metrics_port, const std::string& metrics_host,
-                   double drain, const splitspec::rpc::WorkerServing& serving, bool expose_model_path) {
+int RunRankProcess(const splitspec::verifier::VerifierOptions& options,
+                   const splitspec::verifier::TpMembershipOptions& group, const std::string& host, int port,
+                   int metrics_port, const std::string& metrics_host, double drain,
+                   const splitspec::rpc::WorkerServing& serving, bool expose_model_path) {
   namespace engine = splitspec::engine;
-  std::string id;
-  if (tp_rank == 0) {
-    auto made = engine::NewNcclUniqueId();
-    if (!made.ok()) return GroupFailed(made.status());
-    id = *made;
-    // Written then renamed, so a rank that finds the file finds all of it.
-    const std::string tmp = id_file + ".tmp";
-    std::ofstream(tmp, std::ios::trunc) << absl::BytesToHexString(id) << "\n";
-    if (std::rename(tmp.c_str(), id_file.c_str()) != 0) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat("cannot write --tp-id-file ", id_file)));
-    }
-    std::fprintf(stderr, "splitspec-verifier: rank 0 wrote the NCCL group id to %s\n", id_file.c_str());
-  } else {
-    std::ifstream in(id_file);
-    std::string hex;
-    in >> hex;
-    id = absl::HexStringToBytes(hex);
-    if (!in || id.empty()) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("cannot read an NCCL group id from --tp-id-file ", id_file, " (start rank 0 first)")));
-    }
-  }
+  const int tp_rank = group.rank;
+  auto membership = splitspec::verifier::TpMembership::Join(
+      group, [] { return engine::NewNcclUniqueId(); }, ExitOnLostPeer, [](const std::string& line) {
+        std::fprintf(stderr, "splitspec-verifier: %s\n", line.c_str());
+      });
+  if (!membership.ok()) return GroupFailed(membership.status());
+  const std::string& id = (*membership)->group_id();
   const engine::DeviceSpec device = *engine::ParseDevice(options.device);
   if (absl::Status s = engine::BindCallingThread(device, 0); !s.ok()) return GroupFailed(s);
   auto backend = engine::CreateBackendByName(options.device);
@@ -196,11 +210,16 @@ int RunRankProcess(const splitspec::verifier::VerifierOptions& options, int tp_r
       std::fprintf(stderr, "error: rank %d cannot follow rank 0: %s\n", tp_rank, std::string(followed.message()).c_str());
       return 1;
     }
+    (*membership)->Finish();
     return 0;
   }
   auto core = splitspec::verifier::VerifierCore::CreateRank0(options, std::move(*comm), std::move(*replica));
   if (!core.ok()) return LoadFailed(options.model_dir, core.status());
-  return Serve(**core, host, port, metrics_port, metrics_host, drain, options.device, serving, expose_model_path);
+  const int served =
+      Serve(**core, host, port, metrics_port, metrics_host, drain, options.device, serving, expose_model_path);
+  core->reset();  // sends the followers their shutdown
+  (*membership)->Finish();
+  return served;
 }
 #endif  // SPLITSPEC_HAVE_NCCL
 
@@ -221,6 +240,12 @@ int Run(const splitspec::rpc::Flags& flags) {
   const bool multi_process = flags.Has("tp-rank");
   auto tp_rank = flags.GetInt("tp-rank", 0);
   const std::string tp_id_file = flags.GetString("tp-id-file");
+  const bool tp_network = flags.Has("tp-leader-port") || flags.Has("tp-leader");
+  auto tp_leader_port = flags.GetInt("tp-leader-port", -1);
+  const std::string tp_leader = flags.GetString("tp-leader");
+  auto tp_join_seconds = flags.GetDouble("tp-join-seconds", 300);
+  auto tp_heartbeat_seconds = flags.GetDouble("tp-heartbeat-seconds", 15);
+  const bool check_only = flags.Has("check-flags");
   auto drain = flags.GetDouble("drain-seconds", 10);
   const std::string host = flags.GetString("host", "127.0.0.1");
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kVerifierMetricsPort);
@@ -228,12 +253,16 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto serving = splitspec::rpc::ParseWorkerServing(flags);
   const bool expose_model_path = flags.Has("expose-model-path");
   for (const absl::Status& s : {serving.status(), port.status(), max_draft.status(), kv_blocks.status(), block_size.status(),
-                                max_context.status(), lease.status(), max_sessions.status(), threads.status(), tp.status(), tp_rank.status(), drain.status(),
+                                max_context.status(), lease.status(), max_sessions.status(), threads.status(), tp.status(), tp_rank.status(), tp_leader_port.status(),
+                                tp_join_seconds.status(), tp_heartbeat_seconds.status(), drain.status(),
                                 metrics_port.status(), flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
   if (options.model_dir.empty()) return Fail(absl::InvalidArgumentError("--model DIR is required"));
-  if (absl::Status s = splitspec::engine::CheckDevice(options.device); !s.ok()) return Fail(s);
+  // --check-flags: the device's name, not whether this machine has it.
+  absl::Status device_ok = check_only ? splitspec::engine::ParseDevice(options.device).status()
+                                      : splitspec::engine::CheckDevice(options.device);
+  if (!device_ok.ok()) return Fail(device_ok);
   const splitspec::engine::DeviceSpec device = *splitspec::engine::ParseDevice(options.device);
   auto quantization = splitspec::engine::ParseWeightQuantization(quantize);
   if (!quantization.ok()) return Fail(quantization.status());
@@ -255,32 +284,45 @@ int Run(const splitspec::rpc::Flags& flags) {
     if (*tp_rank < 0 || *tp_rank >= *tp) {
       return Fail(absl::InvalidArgumentError(absl::StrCat("--tp-rank ", *tp_rank, " outside [0, ", *tp, ")")));
     }
-    if (tp_id_file.empty()) {
-      return Fail(absl::InvalidArgumentError("--tp-rank needs --tp-id-file F (rank 0 writes it, the others read it)"));
+    splitspec::verifier::TpMembershipOptions group;
+    group.group_size = *tp;
+    group.rank = *tp_rank;
+    group.id_file = tp_id_file;
+    group.listen_host = host;
+    group.leader_port = *tp_leader_port;
+    group.leader = tp_leader;
+    group.join_timeout = absl::Seconds(*tp_join_seconds);
+    group.heartbeat_timeout = absl::Seconds(*tp_heartbeat_seconds);
+    if (absl::Status s = splitspec::verifier::CheckTpMembershipOptions(group); !s.ok()) return Fail(s);
+    if (splitspec::rpc::IsUnixSocket(host) && *tp_rank == 0 && tp_id_file.empty()) {
+      return Fail(absl::InvalidArgumentError("--tp-leader-port listens on --host, which must be a TCP address"));
     }
     if (!device.cuda) {
       return Fail(absl::InvalidArgumentError(
           "one process per rank runs NCCL between GPUs: use --device cuda; on the CPU run every rank in one "
           "process with --tp N and no --tp-rank"));
     }
+    if (check_only) return FlagsOk();
 #ifdef SPLITSPEC_HAVE_NCCL
     // `cuda` means one GPU per rank, by rank; `cuda:K` pins the device.
     if (options.device == "cuda") {
       options.device = absl::StrCat("cuda:", *tp_rank);
       if (absl::Status s = splitspec::engine::CheckDevice(options.device); !s.ok()) return Fail(s);
     }
-    return RunRankProcess(options, *tp_rank, tp_id_file, host, *port, *metrics_port, metrics_host, *drain, *serving,
+    return RunRankProcess(options, group, host, *port, *metrics_port, metrics_host, *drain, *serving,
                           expose_model_path);
 #else
     return Fail(absl::UnimplementedError("--tp-rank (one process per GPU) needs NCCL; this build has none"));
 #endif
   }
   if (!tp_id_file.empty()) return Fail(absl::InvalidArgumentError("--tp-id-file goes with --tp-rank"));
+  if (tp_network) return Fail(absl::InvalidArgumentError("--tp-leader and --tp-leader-port go with --tp-rank"));
   if (*tp > 1 && device.cuda) {
     return Fail(absl::InvalidArgumentError(
         "--tp N without --tp-rank runs the ranks as threads of one process on the CPU; on GPUs run one "
-        "process per rank with --tp-rank R and --tp-id-file F"));
+        "process per rank with --tp-rank R (and --tp-leader-port / --tp-leader, or --tp-id-file)"));
   }
+  if (check_only) return FlagsOk();
   auto core = splitspec::verifier::VerifierCore::Create(options);
   if (!core.ok()) return LoadFailed(options.model_dir, core.status());
   return Serve(**core, host, *port, *metrics_port, metrics_host, *drain, options.device, *serving,
@@ -298,6 +340,7 @@ int main(int argc, char** argv) {
   splitspec::rpc::BlockTerminationSignals();
   std::set<std::string> boolean_flags = splitspec::rpc::WorkerServingBooleanFlags();
   boolean_flags.insert("expose-model-path");
+  boolean_flags.insert("check-flags");
   auto flags = splitspec::rpc::Flags::Parse(argc, argv, boolean_flags);
   if (!flags.ok()) return Fail(flags.status());
   return Run(*flags);

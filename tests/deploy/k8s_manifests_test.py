@@ -2,12 +2,18 @@
 """Checks deploy/k8s without a cluster.
 
   render   SRC KUBECTL NPM_CACHE   render every overlay, count objects per kind, validate every
-                                   document against the Kubernetes and CRD schemas (offline)
+                                   document against the Kubernetes and CRD schemas (offline;
+                                   LeaderWorkerSet against a schema derived from its upstream
+                                   CRD, its pod templates against Kubernetes' PodTemplateSpec),
+                                   and check how the tp overlay wires its ranks together
   loopback SRC KUBECTL BIN_DIR PROBE
                                    start the cpu overlay's containers on 127.0.0.1 with exactly
                                    their command, args and env (only host names, ports, the
                                    image's paths and ConfigMap mounts rewritten), run every gRPC
-                                   probe they name with PROBE, then generate through the router
+                                   probe they name with PROBE, then generate through the router.
+                                   The tp overlay needs GPUs and cannot run here: its leader's and
+                                   workers' args (LWS variables filled in) go through the
+                                   verifier's own flag checks (--check-flags) instead
   image    SRC KUBECTL BIN_DIR PROBE ROOTFS USERSPEC
                                    the same with the container image's root filesystem: each
                                    container runs under `chroot --userspec=USERSPEC ROOTFS` with
@@ -34,7 +40,7 @@ import urllib.request
 import yaml
 
 SKIP = 77
-OVERLAYS = ["cpu", "gpu", "tls"]
+OVERLAYS = ["cpu", "gpu", "tls", "tp"]
 # Objects per kind each overlay must render: a missing or extra object is a failure.
 EXPECTED = {
     "cpu": {"Namespace": 1, "ConfigMap": 3, "Service": 4, "Deployment": 3, "StatefulSet": 1,
@@ -42,6 +48,12 @@ EXPECTED = {
 }
 EXPECTED["gpu"] = dict(EXPECTED["cpu"], PersistentVolumeClaim=1)
 EXPECTED["tls"] = dict(EXPECTED["cpu"], Issuer=2, Certificate=3)
+EXPECTED["tp"] = {k: v for k, v in EXPECTED["gpu"].items() if k != "StatefulSet"}
+EXPECTED["tp"].update(NetworkPolicy=2, LeaderWorkerSet=1)
+# What LeaderWorkerSet injects into every container (the kubelet expands $(NAME) in args from
+# them), with the values of rank 1 in group 0 of a two-rank set in namespace splitspec.
+LWS_ENV = {"LWS_LEADER_ADDRESS": "verifier-tp-0.verifier-tp.splitspec", "LWS_GROUP_SIZE": "2",
+           "LWS_WORKER_INDEX": "1"}
 NPM_PACKAGES = ["kubernetes-models@5.1.0", "@kubernetes-models/keda@2.0.0",
                 "@kubernetes-models/prometheus-operator@6.0.0", "@kubernetes-models/cert-manager@6.0.0"]
 
@@ -90,6 +102,95 @@ def check_render(src, kubectl, npm_cache):
     if validate(src, broken, npm_cache, "broken"):
         print("FAIL: a StatefulSet with replicas: \"two\" passed validation")
         ok = False
+    # Likewise for both halves of the LeaderWorkerSet check: its own fields, its pod templates.
+    tp = render(src, kubectl, "tp")
+    for label, breakage in [
+            ("a misspelt LeaderWorkerSet field", lambda t: t.update(sise=2)),
+            ("a LeaderWorkerSet size that is not an integer", lambda t: t.update(size="two")),
+            ("a worker container port that is not a number",
+             lambda t: t["workerTemplate"]["spec"]["containers"][0].update(ports=[{"containerPort": "x"}])),
+            ("a leader template without containers", lambda t: t["leaderTemplate"]["spec"].pop("containers"))]:
+        lws = json.loads(json.dumps(next(d for d in tp if d["kind"] == "LeaderWorkerSet")))
+        breakage(lws["spec"]["leaderWorkerTemplate"])
+        if validate(src, [lws], npm_cache, "broken"):
+            print(f"FAIL: {label} passed validation")
+            ok = False
+    return check_tp_wiring(tp) and ok
+
+
+def lws_containers(lws):
+    """The leader's and the workers' verifier containers."""
+    template = lws["spec"]["leaderWorkerTemplate"]
+    return (template["leaderTemplate"]["spec"]["containers"][0],
+            template["workerTemplate"]["spec"]["containers"][0])
+
+
+def flag_value(container, flag):
+    values = [a.split("=", 1)[1] for a in container["args"] if a.startswith(f"--{flag}=")]
+    return values[0] if len(values) == 1 else None
+
+
+def check_tp_wiring(documents):
+    """Rank 0 listens where the workers look for it; every pod has one GPU; the router reaches
+    the leaders only. Returns False (printing why) on any mismatch."""
+    lws = next(d for d in documents if d["kind"] == "LeaderWorkerSet")
+    leader, worker = lws_containers(lws)
+    failures = []
+    port = flag_value(leader, "tp-leader-port")
+    if flag_value(leader, "tp-rank") != "0":
+        failures.append("the leader is not --tp-rank=0")
+    if port is None or int(port) not in [p["containerPort"] for p in leader.get("ports", [])]:
+        failures.append(f"the leader's --tp-leader-port {port} is not one of its container ports")
+    if flag_value(worker, "tp-leader") != f"$(LWS_LEADER_ADDRESS):{port}":
+        failures.append(f"workers do not connect to $(LWS_LEADER_ADDRESS):{port}: {flag_value(worker, 'tp-leader')}")
+    if flag_value(worker, "tp-rank") != "$(LWS_WORKER_INDEX)":
+        failures.append("workers do not take their rank from LWS_WORKER_INDEX")
+    for name, c in (("leader", leader), ("worker", worker)):
+        if flag_value(c, "tp") != "$(LWS_GROUP_SIZE)":
+            failures.append(f"the {name}'s --tp is not the group size")
+        if not (flag_value(c, "device") or "").startswith("cuda"):
+            failures.append(f"the {name} does not run on --device cuda")
+        if str(c["resources"]["limits"].get("nvidia.com/gpu")) != "1":
+            failures.append(f"the {name} does not ask for one nvidia.com/gpu")
+        for arg in c["args"]:
+            for var in re.findall(r"\$\(([A-Z_]+)\)", arg):
+                if var not in LWS_ENV and var not in [e["name"] for e in c.get("env", [])]:
+                    failures.append(f"the {name}'s {arg} names $({var}), which nothing defines")
+    service = next(d for d in documents if d["kind"] == "Service" and d["metadata"]["name"] == "verifier")
+    if service["spec"]["selector"].get("leaderworkerset.sigs.k8s.io/worker-index") != "0":
+        failures.append("the verifier Service does not select the leaders only")
+    router = next(d for d in documents if d["kind"] == "Deployment" and d["metadata"]["name"] == "router")
+    verifier_flag = flag_value(router["spec"]["template"]["spec"]["containers"][0], "verifier")
+    if verifier_flag != f"dns:///verifier:{service['spec']['ports'][0]['port']}":
+        failures.append(f"the router's --verifier {verifier_flag} is not the verifier Service by DNS")
+    for f in failures:
+        print(f"FAIL: tp overlay: {f}")
+    if not failures:
+        print("== tp overlay: rank 0 listens on the port the workers dial; ranks, group size and leader "
+              "address come from LWS; one GPU per pod; the router reaches the leaders through the "
+              "verifier Service")
+    return not failures
+
+
+def check_tp_flags(src, kubectl, bin_dir):
+    """The tp overlay's leader and worker args, LWS variables filled in, pass the verifier's own
+    flag checks; the same args without --tp-leader must not (or the check proves nothing)."""
+    lws = next(d for d in render(src, kubectl, "tp") if d["kind"] == "LeaderWorkerSet")
+    ok = True
+    for name, container in zip(("leader", "worker"), lws_containers(lws)):
+        env = dict(LWS_ENV, LWS_WORKER_INDEX="0" if name == "leader" else LWS_ENV["LWS_WORKER_INDEX"])
+        args = [re.sub(r"\$\(([A-Z_]+)\)", lambda m: env[m.group(1)], a) for a in container["args"]]
+        argv = [os.path.join(bin_dir, os.path.basename(container["command"][0]))] + args + ["--check-flags"]
+        out = subprocess.run(argv, capture_output=True, text=True)
+        print(f"== tp {name}: {' '.join(argv)}\n{out.stdout}{out.stderr}", end="")
+        if out.returncode != 0 or "flags ok" not in out.stdout:
+            print(f"FAIL: the tp overlay's {name} args do not pass --check-flags")
+            ok = False
+        if name == "worker":
+            without_leader = [a for a in argv if not a.startswith("--tp-leader=")]
+            if subprocess.run(without_leader, capture_output=True).returncode != 2:
+                print("FAIL: --check-flags accepted a worker without --tp-leader")
+                ok = False
     return ok
 
 
@@ -351,7 +452,8 @@ def main():
     if mode == "render":
         ok = check_render(src, kubectl, extra)
     elif mode == "loopback":
-        ok = check_loopback(src, kubectl, extra, sys.argv[5], LocalFiles(src, extra))
+        ok = check_tp_flags(src, kubectl, extra)
+        ok = check_loopback(src, kubectl, extra, sys.argv[5], LocalFiles(src, extra)) and ok
     else:
         ok = check_loopback(src, kubectl, extra, sys.argv[5], ImageRoot(sys.argv[6], sys.argv[7]))
     print("PASS" if ok else "FAIL")

@@ -3,7 +3,7 @@
 // (SPLITSPEC_HAVE_NCCL).
 //
 // Start-up: rank 0 calls NewNcclUniqueId and hands the bytes to the other ranks out of band
-// (the verifier passes them over its control channel); every rank then calls
+// (the verifier: verifier/tp_membership.h, over TCP or a file); every rank then calls
 // CreateNcclCommunicator with the same id, its rank and the group size (it blocks until all
 // ranks have joined).
 #ifndef SPLITSPEC_COMMON_ENGINE_COMM_NCCL_COMMUNICATOR_H_

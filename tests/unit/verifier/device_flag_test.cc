@@ -204,7 +204,22 @@ TEST(DeviceFlagTest, TensorParallelFlagsAreCheckedBeforeLoading) {
        "cpu",
        2,
        "--tp-rank 2 outside [0, 2)"},
-      {{"--tp", "2", "--tp-rank", "1"}, "cpu", 2, "--tp-rank needs --tp-id-file"},
+      {{"--tp", "2", "--tp-rank", "1"}, "cpu", 2, "--tp-rank needs --tp-leader-port P on rank 0"},
+      {{"--tp", "2", "--tp-rank", "1", "--tp-leader-port", "50060"}, "cpu", 2, "--tp-leader-port is rank 0's"},
+      {{"--tp", "2", "--tp-rank", "0", "--tp-leader", "verifier-0.verifier:50060"},
+       "cpu",
+       2,
+       "rank 0 is the leader"},
+      {{"--tp", "2", "--tp-rank", "1", "--tp-leader", "verifier-0.verifier"}, "cpu", 2, "is not HOST:PORT"},
+      {{"--tp", "2", "--tp-rank", "1", "--tp-leader", "h:1", "--tp-id-file", "/nonexistent/id"},
+       "cpu",
+       2,
+       "use one"},
+      {{"--tp", "2", "--tp-rank", "1", "--tp-leader", "h:1", "--tp-heartbeat-seconds", "0"},
+       "cpu",
+       2,
+       "--tp-heartbeat-seconds must be > 0"},
+      {{"--tp", "2", "--tp-leader", "h:1"}, "cpu", 2, "--tp-leader and --tp-leader-port go with --tp-rank"},
       {{"--tp", "2", "--tp-id-file", "/nonexistent/id"},
        "cpu",
        2,
@@ -219,6 +234,31 @@ TEST(DeviceFlagTest, TensorParallelFlagsAreCheckedBeforeLoading) {
     EXPECT_NE(r.output.find(c.fragment), std::string::npos) << absl::StrJoin(argv, " ") << "\n"
                                                             << r.output;
   }
+}
+
+// --check-flags validates what a GPU deployment passes (deploy/k8s/overlays/tp) on any machine:
+// device names, not devices, and nothing is loaded (the model directory need not exist).
+TEST(DeviceFlagTest, CheckFlagsValidatesWithoutLoadingOrADevice) {
+  const std::vector<std::string> leader = {SPLITSPEC_VERIFIER_BIN, "--model", "/nonexistent/model", "--device",
+                                           "cuda:0", "--tp", "4", "--tp-rank", "0", "--tp-leader-port", "50060",
+                                           "--host", "0.0.0.0", "--check-flags"};
+  CommandResult r = RunCommand(leader);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("flags ok"), std::string::npos) << r.output;
+  const std::vector<std::string> follower = {SPLITSPEC_VERIFIER_BIN, "--model", "/nonexistent/model", "--device",
+                                             "cuda:0", "--tp", "4", "--tp-rank", "3", "--tp-leader",
+                                             "verifier-0.verifier:50060", "--check-flags"};
+  r = RunCommand(follower);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> broken = follower;
+  broken[8] = "4";  // --tp-rank 4 of 4
+  r = RunCommand(broken);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--tp-rank 4 outside [0, 4)"), std::string::npos) << r.output;
+  broken = follower;
+  broken[5] = "gpu";
+  r = RunCommand(broken);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
 }
 
 TEST(DeviceFlagTest, CpuGeneratesEndToEnd) {
