@@ -178,7 +178,10 @@ DrafterCost LatencyModel::EffectiveDrafter(const std::string& pool) const {
 }
 
 double LatencyModel::TargetSeconds(double n_context, double n_batched) const {
-  if (refit_target_.has_value()) return refit_target_->Predict(n_context, n_batched);
+  if (refit_target_.has_value()) {
+    const double line = refit_target_->Predict(n_context, n_batched);
+    return use_residual_ ? line * residual_.Factor(n_batched) : line;
+  }
   return target_scale_ * target_.Predict(n_context, n_batched);
 }
 
@@ -213,6 +216,16 @@ double LatencyModel::DraftSeconds(const std::string& pool, absl::Span<const int3
 
 void LatencyModel::ObserveTarget(double n_context, double n_batched, double observed) {
   target_scale_ = UpdateScale(target_scale_, target_.Predict(n_context, n_batched), observed);
+  // Against the refit only: the multiplicative scale above has already absorbed a general
+  // slowdown, and learning both from one step would count it twice.
+  if (use_residual_ && refit_target_.has_value()) {
+    residual_.Observe(n_batched, refit_target_->Predict(n_context, n_batched), observed);
+  }
+}
+
+void LatencyModel::set_batch_residual(bool on) {
+  use_residual_ = on;
+  if (!on) residual_.Clear();
 }
 
 void LatencyModel::ObserveDraft(const std::string& pool, absl::Span<const int32_t> ctx,

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "nlohmann/json.hpp"
+#include "router/batch_residual.h"
 
 namespace splitspec::router {
 
@@ -80,6 +81,11 @@ class LatencyModel {
   // Coefficients refitted online from observed steps (router/online_fit.h): once set, target
   // predictions use them as they are (the multiplicative correction no longer applies).
   void SetRefitTarget(const ForwardCoefficients& c) { refit_target_ = c; }
+  // With a refit, what the line misses per batch size (router/batch_residual.h) is learnt from
+  // the same observations and multiplies target predictions. On by default; off, predictions
+  // are the refit's line.
+  void set_batch_residual(bool on);
+  const BatchResidual& batch_residual() const { return residual_; }
   // Pipeline (router_pipeline.cc): the share of draft compute a step still waits for, the rest
   // running while the verifier computes. An EMA of observed steps; 1 without the pipeline.
   // Goodput scales its draft cost by it (deadlines do not: a draft may still take that long).
@@ -106,6 +112,8 @@ class LatencyModel {
   double rpc_seconds_ = 0;
   double target_scale_ = 1.0;
   std::optional<ForwardCoefficients> refit_target_;
+  bool use_residual_ = true;
+  BatchResidual residual_;
   double draft_exposure_ = 1.0;
   std::map<std::string, double> draft_scales_;
   nlohmann::json fit_info_;  // carried through load/save untouched

@@ -85,6 +85,7 @@ constexpr char kUsage[] =
     "  --max-running N              requests decoding at once (64)\n"
     "  --max-k K                    largest draft a policy may choose: chain length or tree nodes (8)\n"
     "  --pipeline on|off            draft the next step's chains while this step verifies (off)\n"
+    "  --latency-residual on|off    learn per batch size what the refitted latency line misses (on)\n"
     "  --default-max-tokens N       max_tokens of requests that leave it 0 (128)\n"
     "  --worker-timeout-seconds S   longest deadline of a call to a worker (60)\n"
     "  --deadline-factor F          a call's deadline: F x the latency model's prediction (8)\n"
@@ -139,6 +140,7 @@ int Run(const rpc::Flags& flags) {
   const std::string policy_config_path = flags.GetString("policy-config");
   const std::string latency_path = flags.GetString("latency-model");
   const std::string pipeline = flags.GetString("pipeline", "off");
+  const std::string latency_residual = flags.GetString("latency-residual", "on");
   std::string tokenizer_path = flags.GetString("tokenizer");
   auto port = flags.GetInt("port", 50050);
   auto max_queue = flags.GetInt("max-queue", 256);
@@ -301,6 +303,11 @@ int Run(const rpc::Flags& flags) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--pipeline must be on or off, not '", pipeline, "'")));
   }
   options.pipeline = pipeline == "on";
+  if (latency_residual != "on" && latency_residual != "off") {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--latency-residual must be on or off, not '", latency_residual, "'")));
+  }
+  options.latency_residual = latency_residual == "on";
   options.acceptance = *acceptance;
   options.failover_wait_seconds = *failover_wait;
   options.deadline_factor = *deadline_factor;

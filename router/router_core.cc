@@ -48,6 +48,7 @@ RouterCore::RouterCore(RouterOptions options, std::vector<VerifierClient*> verif
   instance_id_ = options_.instance_id & 0xFFFFFF;
   while (instance_id_ == 0) instance_id_ = std::random_device()() & 0xFFFFFF;
   next_id_ = (static_cast<RequestId>(instance_id_) << kSequenceBits) | 1;
+  latency_.set_batch_residual(options_.latency_residual);
 }
 
 RouterCore::~RouterCore() = default;
@@ -452,6 +453,7 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   snapshot_.k_histogram = k_histogram_;
   snapshot_.latency_model = latency_.Summary();
   snapshot_.latency_refit = target_fit_.Describe();
+  snapshot_.latency_refit["batch_residual"] = latency_.batch_residual().Describe();
 }
 
 ServerInfo RouterCore::Snapshot() const {

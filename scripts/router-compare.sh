@@ -21,7 +21,8 @@
 # with smartspec-request.json; smartspec:noprefix = smartspec-batch.json with
 # "prefix_search": false (the candidate-batch search off); smartspec:chains = smartspec-batch.json
 # with "trees": false (chains only); P = configs/policies/P.json when it
-# exists; a `+pipeline` suffix (static:3+pipeline) runs the same policy with --pipeline on.
+# exists; a `+pipeline` suffix (static:3+pipeline) runs the same policy with --pipeline on, a
+# `+line` suffix (smartspec+line) with --latency-residual off (the refitted line alone).
 # --router-flags are added to every router (e.g. --max-k 32 for trees of 32 nodes). `none` gets no drafter (plain decoding; see docs/benchmarks.md). Placement as
 # scripts/bench-sweep.sh: verifier on CPU 1, drafter on CPU 0, one engine thread each; router
 # and load generator unpinned. Workers run no metrics servers (--metrics-port -1), so it runs
@@ -115,7 +116,11 @@ sed 's/"granularity": "batch",/"granularity": "batch", "trees": false,/' \
 run_cell() {
   local pass="$1" policy="$2" rate="$3" seconds="$4"
   local safe="${policy//:/-}" label="$policy"
-  local router_flags pipeline_flags=()
+  local router_flags pipeline_flags=() residual_flags=()
+  if [[ "$policy" == *+line ]]; then
+    residual_flags=(--latency-residual off)
+    policy="${policy%+line}"
+  fi
   if [[ "$policy" == *+pipeline ]]; then
     pipeline_flags=(--pipeline on)
     policy="${policy%+pipeline}"
@@ -131,7 +136,7 @@ run_cell() {
       ;;
   esac
   [ -n "$latency_model" ] && router_flags+=(--latency-model "$latency_model")
-  router_flags+=("${pipeline_flags[@]}")
+  router_flags+=("${pipeline_flags[@]}" "${residual_flags[@]}")
   # shellcheck disable=SC2206  # word splitting of the extra flags is the point
   [ -n "$router_extra" ] && router_flags+=($router_extra)
   local pool_flags=(--drafter "model=$drafter_addr")

@@ -143,5 +143,33 @@ TEST(LatencyModelTest, UnobservedPoolFollowsTheTargetCorrection) {
   EXPECT_GT(m.draft_scale("draft"), 0.1);
 }
 
+// Over a refit the batch-size residual prices what the line misses: a 17-token forward that
+// really costs 1.4x its line is predicted at 1.4x; without a refit (the multiplicative scale
+// already corrects the file) or with the residual off, predictions are the line.
+TEST(LatencyModelTest, BatchResidualCorrectsTheRefitOnly) {
+  const ForwardCoefficients line{0, 1e-3, 0.01};
+  auto observe = [&](LatencyModel& m) {
+    for (int i = 0; i < 8; ++i) {
+      for (int n : {2, 4, 17}) m.ObserveTarget(100, n, line.Predict(100, n) * (n == 17 ? 1.4 : 1.0));
+    }
+  };
+  LatencyModel no_refit;
+  no_refit.set_target(line);
+  observe(no_refit);
+  EXPECT_TRUE(no_refit.batch_residual().Describe().empty());
+
+  LatencyModel m;
+  m.set_target(line);
+  m.SetRefitTarget(line);
+  observe(m);
+  EXPECT_NEAR(m.TargetSeconds(100, 17), 1.4 * line.Predict(100, 17), 1e-9);
+  EXPECT_NEAR(m.TargetSeconds(100, 4), line.Predict(100, 4), 1e-9);
+
+  m.set_batch_residual(false);
+  EXPECT_NEAR(m.TargetSeconds(100, 17), line.Predict(100, 17), 1e-12);
+  observe(m);
+  EXPECT_NEAR(m.TargetSeconds(100, 17), line.Predict(100, 17), 1e-12);
+}
+
 }  // namespace
 }  // namespace splitspec::router

@@ -270,6 +270,39 @@ TEST(SmartSpecTreesTest, ChoosesTreesWhenTheyPayAndChainsWhenOff) {
   for (const ProposalChoice& c : (*off)->DecideProposals(in)) EXPECT_FALSE(c.tree());
 }
 
+// The same requests on a verifier whose forwards cost their line up to 5 tokens and 3x the
+// line from 8: once the router has seen both sizes it stops sending trees that big (the line
+// alone, fitted to small steps, keeps choosing them).
+TEST(SmartSpecTreesTest, ALearntBatchResidualPricesBigTreesOut) {
+  const ForwardCoefficients line{0.0, 1e-6, 0.01};
+  TreeAcceptance trees;
+  for (int i = 0; i < 200; ++i) {
+    for (int nodes : {8, 12, 16}) trees.Observe("p", 4, nodes, 4, true);
+  }
+  auto decide = [&](const LatencyModel& latency) {
+    PolicyInput in = Batch(2);
+    for (PolicyRequest& r : in.requests) {
+      r.pool = "p";
+      r.acceptance = 0.3;
+    }
+    in.latency = &latency;
+    in.tree_acceptance = &trees;
+    auto policy = MakePolicy("smartspec", {});
+    EXPECT_TRUE(policy.ok());
+    int32_t fed = 0;
+    for (const ProposalChoice& c : (*policy)->DecideProposals(in)) fed += 1 + c.nodes;
+    return fed;
+  };
+  LatencyModel latency;
+  latency.set_target(line);
+  latency.SetRefitTarget(line);
+  EXPECT_GE(decide(latency), 16);  // big trees while every size looks like the line
+  for (int i = 0; i < 4; ++i) {
+    for (int n = 1; n <= 40; ++n) latency.ObserveTarget(0, n, line.Predict(0, n) * (n >= 8 ? 3.0 : 1.0));
+  }
+  EXPECT_LT(decide(latency), 8);
+}
+
 TEST(StaticPolicyTest, NonSpeculativeRequestsGetZero) {
   StaticPolicy p(4);
   PolicyInput in = Batch(3);
