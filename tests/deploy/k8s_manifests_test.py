@@ -7,9 +7,10 @@
                                    CRD, its pod templates against Kubernetes' PodTemplateSpec),
                                    and check how the tp overlay wires its ranks together
   loopback SRC KUBECTL BIN_DIR PROBE
-                                   start the cpu overlay's containers on 127.0.0.1 with exactly
-                                   their command, args and env (only host names, ports, the
-                                   image's paths and ConfigMap mounts rewritten), run every gRPC
+                                   start the cpu overlay's containers (every replica) on 127.0.0.1
+                                   with exactly their command, args and env (only host names,
+                                   ports, the image's paths and ConfigMap mounts rewritten; a
+                                   dns:/// name becomes its Service's pod addresses), run every gRPC
                                    probe they name with PROBE, then generate through the router.
                                    The tp overlay needs GPUs and cannot run here: its leader's and
                                    workers' args (LWS variables filled in) go through the
@@ -96,6 +97,13 @@ def check_render(src, kubectl, npm_cache):
             print(f"FAIL: expected {json.dumps(EXPECTED[overlay], sort_keys=True)}")
             ok = False
         ok = validate(src, documents, npm_cache, overlay) and ok
+        ok = check_router_discovery(documents, overlay) and ok
+    # The discovery check must be able to fail: a pool named by a plain address is refused.
+    broken = render(src, kubectl, "cpu")
+    router_args(broken)[:] = [a.replace("dns:///drafter-model", "drafter-model") for a in router_args(broken)]
+    if check_router_discovery(broken, "broken", quiet=True):
+        print("FAIL: a drafter pool named without dns:/// passed the discovery check")
+        ok = False
     # The validator must reject a broken document, or "valid" above means nothing.
     broken = [d for d in render(src, kubectl, "cpu") if d["kind"] == "StatefulSet"]
     broken[0]["spec"]["replicas"] = "two"
@@ -116,6 +124,54 @@ def check_render(src, kubectl, npm_cache):
             print(f"FAIL: {label} passed validation")
             ok = False
     return check_tp_wiring(tp) and ok
+
+
+def router_args(documents):
+    router = next(d for d in documents if d["kind"] == "Deployment" and d["metadata"]["name"] == "router")
+    return router["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def check_router_discovery(documents, overlay, quiet=False):
+    """The router follows the verifier and every drafter pool by DNS: each --verifier and
+    --drafter NAME= value is dns:///SERVICE:PORT of a headless Service in the same rendering
+    that exposes PORT and selects the pods of a workload, so scaling any of them needs no
+    change to the router."""
+    services = {d["metadata"]["name"]: d for d in documents if d["kind"] == "Service"}
+    templates = []
+    for d in documents:
+        if d["kind"] in ("StatefulSet", "Deployment"):
+            templates.append(d["spec"]["template"]["metadata"]["labels"])
+        elif d["kind"] == "LeaderWorkerSet":  # LWS labels each group's leader with worker-index 0
+            leader = d["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"].get("labels", {})
+            templates.append(dict(leader, **{"leaderworkerset.sigs.k8s.io/worker-index": "0"}))
+    failures, targets = [], []
+    for arg in router_args(documents):
+        if arg.startswith("--verifier="):
+            targets.append(("--verifier", arg.split("=", 1)[1]))
+        elif arg.startswith("--drafter="):
+            pool, _, target = arg.split("=", 1)[1].partition("=")
+            targets.append((f"--drafter {pool}", target))
+    if not any(flag == "--verifier" for flag, _ in targets) or len(targets) < 2:
+        failures.append("the router names no verifier or no drafter pool")
+    for flag, target in targets:
+        match = re.fullmatch(r"dns:///([a-z0-9-]+):(\d+)", target)
+        service = services.get(match.group(1)) if match else None
+        if service is None:
+            failures.append(f"{flag} {target} is not dns:/// of a Service of this rendering")
+        elif service["spec"].get("clusterIP") != "None":
+            failures.append(f"{flag} {target}: Service {match.group(1)} is not headless (one address, not one per pod)")
+        elif int(match.group(2)) not in [p["port"] for p in service["spec"]["ports"]]:
+            failures.append(f"{flag} {target}: Service {match.group(1)} has no port {match.group(2)}")
+        elif not any(all(labels.get(k) == v for k, v in service["spec"]["selector"].items())
+                     for labels in templates):
+            failures.append(f"{flag} {target}: Service {match.group(1)} selects no workload's pods")
+    if not quiet:
+        for f in failures:
+            print(f"FAIL: overlay {overlay}: {f}")
+        if not failures:
+            print(f"== overlay {overlay}: the router follows " +
+                  ", ".join(f"{flag} {target}" for flag, target in targets) + " (headless Services)")
+    return not failures
 
 
 def lws_containers(lws):
@@ -213,14 +269,14 @@ class Pod:
 
 
 def build_pods(documents):
-    """Pods of every workload: all StatefulSet replicas (stable names), one per Deployment."""
+    """Pods of every workload: every replica its StatefulSet or Deployment asks for."""
     pods = []
     for d in documents:
         if d["kind"] not in ("StatefulSet", "Deployment"):
             continue
         containers = d["spec"]["template"]["spec"]["containers"]
         assert len(containers) == 1, f"{d['metadata']['name']}: one container per pod expected"
-        replicas = d["spec"]["replicas"] if d["kind"] == "StatefulSet" else 1
+        replicas = d["spec"].get("replicas", 1)
         for i in range(replicas):
             name = f"{d['metadata']['name']}-{i}"
             pods.append(Pod(name, d, containers[0]))
@@ -237,20 +293,24 @@ def resolver(documents, pods):
         return [p for p in pods if all(p.workload["spec"]["template"]["metadata"]["labels"].get(k) == v
                                        for k, v in selector.items())]
 
-    def resolve(match):
-        host, port = match.group(1), int(match.group(2))
-        labels = host.split(".")
-        if labels[-1] in services and len(labels) == 2:  # <pod>.<headless service>
-            pod, service = by_name[labels[0]], services[labels[1]]
-        elif host in services:
-            service = services[host]
-            pod = pods_of(service)[0]
-        else:
-            return match.group(0)
+    def local_address(pod, service, port):
         spec_port = next(p for p in service["spec"]["ports"] if p["port"] == port)
         target = spec_port.get("targetPort", port)
-        local = pod.named[target] if isinstance(target, str) else pod.ports[target]
-        return f"127.0.0.1:{local}"
+        return f"127.0.0.1:{pod.named[target] if isinstance(target, str) else pod.ports[target]}"
+
+    def resolve(match):
+        name, host, port = match.group(1), match.group(2), int(match.group(3))
+        labels = host.split(".")
+        if name and host in services:
+            # dns:///<headless service>:<port>: the cluster's DNS answers with every pod behind
+            # it; loopback pods differ by port, not address, so they become an address list.
+            service = services[host]
+            return ",".join(local_address(pod, service, port) for pod in pods_of(service))
+        if labels[-1] in services and len(labels) == 2:  # <pod>.<headless service>
+            return local_address(by_name[labels[0]], services[labels[1]], port)
+        if host in services:
+            return local_address(pods_of(services[host])[0], services[host], port)
+        return match.group(0)
 
     return resolve
 
@@ -265,7 +325,7 @@ def command_line(pod, resolve, paths):
         elif eq and value.isdigit() and int(value) in pod.ports:
             value = str(pod.ports[int(value)])
         elif eq:
-            value = re.sub(r"([a-z0-9][a-z0-9.-]*):(\d+)", resolve, value)
+            value = re.sub(r"(dns:///)?([a-z0-9][a-z0-9.-]*):(\d+)", resolve, value)
         arg = flag + eq + value
         for image_path, local in paths.items():
             arg = arg.replace(image_path, local)
