@@ -31,6 +31,9 @@ inline constexpr int32_t kSitOut = -1;
 struct ProposalChoice {
   int32_t depth = 0;
   int32_t nodes = 0;  // <= depth: a chain of `depth`
+  // Tokens the policy expects the step to emit for the request, bonus included (0: it has no
+  // estimate). The router compares it with what the step emitted (router/shape_calibration.h).
+  double expected_tokens = 0;
   bool tree() const { return depth > 0 && nodes > depth; }
   static ProposalChoice Chain(int32_t k) { return {k, k}; }
 };

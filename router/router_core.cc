@@ -428,6 +428,7 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   if (refresh) {
     state = policy_->Describe();
     if (tree_acceptance_.observations() > 0) state["tree_acceptance_by_width"] = tree_acceptance_.Describe();
+    state["shape_calibration"] = calibration_.Describe();
   }
   MutexLock lock(&mu_);
   if (stats != nullptr) {

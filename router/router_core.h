@@ -59,6 +59,7 @@
 #include "router/policy.h"
 #include "router/online_fit.h"
 #include "router/pool_selector.h"
+#include "router/shape_calibration.h"
 #include "router/side_thread.h"
 #include "router/request_types.h"
 #include "router/verifier_replicas.h"
@@ -306,6 +307,7 @@ class RouterCore {
   const Clock* const clock_;
   AcceptanceTracker tracker_;
   TreeAcceptance tree_acceptance_;
+  ShapeCalibration calibration_;
   OnlineForwardFit target_fit_;  // the target's latency coefficients, refitted online
   SideThread side_thread_;  // runs the draft-ahead beside the verify call
   int64_t draft_ahead_used_ = 0;

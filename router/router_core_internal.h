@@ -49,6 +49,7 @@ struct RouterCore::StepPlan {
   std::vector<Active*> batch;
   std::vector<int32_t> k;      // depth: chain length, or a tree's levels
   std::vector<int32_t> nodes;  // node budget: == k for a chain, > k for a tree
+  std::vector<double> expected;  // the policy's expected tokens for that shape (0: none)
   std::vector<spec::DraftProposal> drafts;
   // Pipeline: the drafter's guess of the target's token after a fully accepted chain (-1:
   // none), and whether the draft was made ahead during the previous step.

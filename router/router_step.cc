@@ -132,6 +132,9 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
         nodes = std::max(depth, std::min(decided[i].nodes, room));
       }
       plan->nodes.push_back(nodes);
+      // The expectation was for the shape the policy chose; a clamped shape has none.
+      const bool as_chosen = depth == decided[i].depth && nodes == std::max(decided[i].nodes, depth);
+      plan->expected.push_back(as_chosen ? decided[i].expected_tokens : 0.0);
     } else {
       ++ready[i]->sat_out_steps;
       ++stats->sat_out;
@@ -371,6 +374,9 @@ StepOutcome RouterCore::ApplyResults(const StepPlan& plan, std::vector<ReplicaCa
         o.main_path_proposed = main.proposed;
         o.main_path_accepted = main.accepted;
         ++stats->tree_requests;
+      }
+      if (drafted > 0) {
+        calibration_.Observe(r->pool, plan.k[i], plan.nodes[i], plan.expected[i], v->accept_length + 1.0);
       }
       const int32_t before = r->usage.completion_tokens;
       AppendTokens(*r, v->tokens, &e);

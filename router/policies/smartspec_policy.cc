@@ -102,7 +102,11 @@ std::vector<ProposalChoice> TreeShapes(int32_t max_depth, int32_t max_nodes) {
 std::vector<ProposalChoice> SmartSpecPolicy::DecideProposals(const PolicyInput& input) {
   const std::vector<int32_t> k = Decide(input);
   std::vector<ProposalChoice> choices;
-  for (int32_t x : k) choices.push_back(ProposalChoice::Chain(x));
+  for (size_t i = 0; i < k.size(); ++i) {
+    ProposalChoice chain = ProposalChoice::Chain(k[i]);
+    if (k[i] > 0) chain.expected_tokens = ExpectedChainLength(ChainAcceptance(input, input.requests[i]), k[i]);
+    choices.push_back(chain);
+  }
   if (!config_.trees || input.tree_acceptance == nullptr || input.requests.empty()) return choices;
   const int32_t max_nodes = std::min(config_.max_tree_nodes, input.max_k);
   const int32_t max_depth = std::min(config_.max_k, input.max_k);
@@ -149,6 +153,7 @@ std::vector<ProposalChoice> SmartSpecPolicy::DecideProposals(const PolicyInput& 
       if (g > best * (1.0 + 1e-9)) {
         best = g;
         chosen = shape;
+        chosen.expected_tokens = tokens[i];
       }
     }
     choices[i] = chosen;

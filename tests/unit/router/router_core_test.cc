@@ -463,6 +463,36 @@ TEST(RouterCoreTest, SmartSpecDisablesDrafterPrefillWhenSpeculationNeverPays) {
   EXPECT_GT(h.core->Snapshot().policy_state["disabled_prefills"].get<int64_t>(), 0);
 }
 
+// The router compares each shape smartspec chose with what its steps emitted; a policy that
+// states no expectation (static) leaves the table empty.
+TEST(RouterCoreTest, ShapeCalibrationComparesTheChosenShapesWithTheirSteps) {
+  for (const char* policy : {"smartspec", "static:3"}) {
+    Harness h(policy);
+    ASSERT_TRUE(h.core->Init().ok());
+    for (int i = 0; i < 4; ++i) {
+      const auto id = h.Submit(Prompt(400 + i, 8), 40);
+      ASSERT_TRUE(id.ok()) << id.status();
+    }
+    h.RunUntilIdle();
+    const nlohmann::json table = h.core->Snapshot().policy_state["shape_calibration"];
+    if (std::string(policy) == "static:3") {
+      EXPECT_TRUE(table.empty()) << table.dump();
+      continue;
+    }
+    ASSERT_TRUE(table.contains("pool0")) << table.dump();
+    double steps = 0;
+    for (const auto& [shape, row] : table["pool0"].items()) {
+      const double max_tokens = 1 + std::stoi(shape);  // a chain or tree of depth d: d + 1 at most
+      EXPECT_GE(row["expected"].get<double>(), 1.0) << shape;
+      EXPECT_LE(row["expected"].get<double>(), max_tokens + 1e-9) << shape;
+      EXPECT_GE(row["observed"].get<double>(), 1.0) << shape;
+      EXPECT_LE(row["observed"].get<double>(), max_tokens + 1e-9) << shape;
+      steps += row["steps"].get<double>();
+    }
+    EXPECT_GT(steps, 10.0);
+  }
+}
+
 // Submitters and cancellers on other threads while the loop thread steps (run under TSan).
 TEST(RouterCoreTest, ConcurrentSubmitAndCancel) {
   FakeVerifier verifier;
