@@ -162,8 +162,7 @@ double LatencyModel::TargetCorrection() const {
 
 ForwardCoefficients LatencyModel::EffectiveTarget() const {
   if (refit_target_.has_value()) return *refit_target_;
-  return {target_.alpha * target_scale_, target_.gamma * target_scale_,
-          target_.delta * target_scale_};
+  return ScaledFileTarget();
 }
 
 DrafterCost LatencyModel::EffectiveDrafter(const std::string& pool) const {

@@ -78,6 +78,11 @@ class LatencyModel {
                     double first_forward_tokens = -1);
   void ObserveRpcOverhead(double seconds_per_rpc);
   double target_scale() const { return target_scale_; }
+  // The file's target line at the observed level (its coefficients x target_scale()): the
+  // prior of the online refit (router/online_fit.h).
+  ForwardCoefficients ScaledFileTarget() const {
+    return {target_.alpha * target_scale_, target_.gamma * target_scale_, target_.delta * target_scale_};
+  }
   // Coefficients refitted online from observed steps (router/online_fit.h): once set, target
   // predictions use them as they are (the multiplicative correction no longer applies).
   void SetRefitTarget(const ForwardCoefficients& c) { refit_target_ = c; }

@@ -20,6 +20,18 @@ bool Usable(const ForwardFit& fit) {
          c.gamma >= 0 && c.delta >= 0;
 }
 
+// Adds `weight` pseudo-observations of the prior line at each grid point (see online_fit.h).
+void AppendPrior(const ForwardCoefficients& prior, double weight, std::vector<ForwardSample>* samples) {
+  const int copies = static_cast<int>(std::lround(weight));
+  for (double context : {128.0, 1024.0}) {
+    for (double batched : {1.0, 4.0, 16.0}) {
+      const double seconds = prior.Predict(context, batched);
+      if (!(seconds > 0) || !std::isfinite(seconds)) continue;
+      for (int i = 0; i < copies; ++i) samples->push_back({context, batched, seconds});
+    }
+  }
+}
+
 }  // namespace
 
 OnlineForwardFit::OnlineForwardFit(OnlineFitOptions options) : options_(options) {
@@ -45,7 +57,11 @@ void OnlineForwardFit::Observe(double n_context, double n_batched, double second
 }
 
 void OnlineForwardFit::Refit() {
-  absl::StatusOr<ForwardFit> first = FitForward(ring_);
+  std::vector<ForwardSample> prior;
+  if (prior_.has_value()) AppendPrior(*prior_, options_.prior_weight, &prior);
+  std::vector<ForwardSample> all = ring_;
+  all.insert(all.end(), prior.begin(), prior.end());
+  absl::StatusOr<ForwardFit> first = FitForward(all);
   if (!first.ok()) return;  // singular window: keep what we had
   std::vector<double> residuals;
   std::vector<double> seconds;
@@ -55,14 +71,17 @@ void OnlineForwardFit::Refit() {
     seconds.push_back(s.seconds);
   }
   const double spread = 1.4826 * Median(residuals) + 0.01 * Median(seconds);
+  // Outliers are judged among the observed steps only; the prior's points always stay.
   std::vector<ForwardSample> kept;
-  kept.reserve(ring_.size());
+  kept.reserve(all.size());
   for (size_t i = 0; i < ring_.size(); ++i) {
     if (residuals[i] <= options_.outlier_mads * spread) kept.push_back(ring_[i]);
   }
-  absl::StatusOr<ForwardFit> fit = kept.size() == ring_.size() ? first : FitForward(kept);
+  const size_t dropped = ring_.size() - kept.size();
+  kept.insert(kept.end(), prior.begin(), prior.end());
+  absl::StatusOr<ForwardFit> fit = dropped == 0 ? first : FitForward(kept);
   if (!fit.ok() || !Usable(*fit)) return;
-  outliers_dropped_last_ = static_cast<int64_t>(ring_.size() - kept.size());
+  outliers_dropped_last_ = static_cast<int64_t>(dropped);
   current_ = *fit;
   ++refits_;
 }
@@ -72,6 +91,10 @@ nlohmann::json OnlineForwardFit::Describe() const {
                         {"window", options_.window},
                         {"refits", refits_},
                         {"outliers_dropped_last", outliers_dropped_last_}};
+  if (prior_.has_value()) {
+    out["prior"] = {{"alpha", prior_->alpha}, {"gamma", prior_->gamma}, {"delta", prior_->delta},
+                    {"weight", options_.prior_weight}};
+  }
   if (current_.has_value()) {
     out["alpha"] = current_->coefficients.alpha;
     out["gamma"] = current_->coefficients.gamma;

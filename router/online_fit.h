@@ -11,6 +11,16 @@
 // (contexts and batch sizes both varied in the window) and no coefficient is negative; until
 // then current() is empty and the caller keeps its file coefficients.
 //
+// A prior (SetPrior) anchors what the window cannot pin down. At one client a policy that
+// settles on one proposal length feeds the target the same number of tokens step after step:
+// the window then says little about gamma against delta, a noisy step or two can tilt the line
+// (a steep gamma makes every draft look dear), and once the policy stops drafting the window
+// holds only 1-token steps, is singular, and the tilted fit stays for good. With a prior, each
+// refit also sees `prior_weight` pseudo-observations of the prior line at every point of a
+// fixed grid (contexts 128 and 1024 x 1, 4 and 16 batched tokens): where the window varies
+// batch sizes and contexts its hundreds of steps outweigh them, and where it does not, the fit
+// follows the prior's shape at the window's level.
+//
 // Thread-safety: thread-compatible (the router's loop thread).
 #ifndef SPLITSPEC_ROUTER_ONLINE_FIT_H_
 #define SPLITSPEC_ROUTER_ONLINE_FIT_H_
@@ -28,6 +38,7 @@ struct OnlineFitOptions {
   int32_t window = 512;
   int32_t refit_every = 32;
   double outlier_mads = 4.0;
+  double prior_weight = 2.0;  // pseudo-observations per grid point of the prior
 };
 
 class OnlineForwardFit {
@@ -35,6 +46,9 @@ class OnlineForwardFit {
   explicit OnlineForwardFit(OnlineFitOptions options = {});
 
   void Observe(double n_context, double n_batched, double seconds);
+  // The line refits fall back on (the router passes its profiled coefficients scaled to the
+  // observed level); unset, refits use the window alone.
+  void SetPrior(const ForwardCoefficients& prior) { prior_ = prior; }
   const std::optional<ForwardFit>& current() const { return current_; }
 
   int64_t observations() const { return observations_; }
@@ -53,6 +67,7 @@ class OnlineForwardFit {
   int64_t refits_ = 0;
   int64_t outliers_dropped_last_ = 0;
   std::optional<ForwardFit> current_;
+  std::optional<ForwardCoefficients> prior_;
 };
 
 }  // namespace splitspec::router

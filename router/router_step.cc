@@ -406,6 +406,7 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
     if (!call.response.ok()) continue;
     any_verified = true;
     latency_.ObserveTarget(call.context_tokens, call.fed_tokens, call.response->compute_seconds);
+    target_fit_.SetPrior(latency_.ScaledFileTarget());
     target_fit_.Observe(call.context_tokens, call.fed_tokens, call.response->compute_seconds);
     if (target_fit_.current().has_value()) latency_.SetRefitTarget(target_fit_.current()->coefficients);
   }

@@ -1,6 +1,7 @@
 // OnlineForwardFit: converges to known coefficients from noisy synthetic steps, is not moved
 // far by an outlier step, keeps memory bounded by its window, and adopts no fit while the
-// window cannot identify the coefficients (batch sizes never varied).
+// window cannot identify the coefficients (batch sizes never varied); with a prior, follows
+// the prior's shape where the window cannot tell and the window where it can.
 #include "router/online_fit.h"
 
 #include <gtest/gtest.h>
@@ -73,6 +74,60 @@ TEST(OnlineFitTest, NoFitWhileBatchSizesNeverVary) {
   }
   EXPECT_FALSE(fit.current().has_value());
   EXPECT_EQ(fit.observations(), 200);
+}
+
+// The lock-in a prior prevents: a few noisy steps at one batch size tilt the line (a steep
+// gamma, so drafting looks dear), the policy stops drafting, and the window fills with
+// 1-token steps. Without a prior that window is singular and the tilted fit stays; with one,
+// gamma goes back to the prior's while the level follows the observed steps.
+TEST(OnlineFitTest, APriorUndoesATiltThatOneTokenStepsCannotCorrect) {
+  for (bool with_prior : {false, true}) {
+    OnlineForwardFit fit(OnlineFitOptions{128, 8, 4.0});
+    if (with_prior) fit.SetPrior(kTruth);
+    std::mt19937_64 rng(5);
+    // The tilt: 4-token steps that ran slow next to 1-token steps at their true time.
+    for (int i = 0; i < 128; ++i) {
+      const double c = 100 + i % 50, b = i % 2 == 0 ? 1 : 4;
+      fit.Observe(c, b, b == 1 ? kTruth.Predict(c, b) : 3 * kTruth.Predict(c, b));
+    }
+    if (!with_prior) {
+      ASSERT_TRUE(fit.current().has_value());
+      EXPECT_GT(fit.current()->coefficients.gamma, 10 * kTruth.gamma);
+    }
+    // Then only 1-token steps, a whole window of them.
+    for (int i = 0; i < 256; ++i) {
+      const double c = 100 + i % 50;
+      fit.Observe(c, 1, Noisy(kTruth.Predict(c, 1), rng));
+    }
+    ASSERT_TRUE(fit.current().has_value());
+    const double gamma = fit.current()->coefficients.gamma;
+    if (with_prior) {
+      EXPECT_NEAR(gamma, kTruth.gamma, 0.25 * kTruth.gamma);
+      EXPECT_NEAR(fit.current()->coefficients.Predict(120, 1), kTruth.Predict(120, 1),
+                  0.05 * kTruth.Predict(120, 1));
+    } else {
+      EXPECT_GT(gamma, 10 * kTruth.gamma);  // stuck
+    }
+  }
+}
+
+// A wrong prior does not hold back a window that varies batch sizes and contexts: with gamma
+// and alpha 200% too high and delta a third of the truth, its 12 points among 512 steps move
+// the fit by at most 15% (the price of not locking in, above).
+TEST(OnlineFitTest, AWindowThatVariesOutweighsAWrongPrior) {
+  OnlineForwardFit fit;
+  fit.SetPrior({kTruth.alpha * 3, kTruth.gamma * 3, kTruth.delta / 3});
+  std::mt19937_64 rng(6);
+  std::uniform_int_distribution<int> context(0, 8000), batched(1, 64);
+  for (int i = 0; i < 2000; ++i) {
+    const double c = context(rng), b = batched(rng);
+    fit.Observe(c, b, Noisy(kTruth.Predict(c, b), rng));
+  }
+  ASSERT_TRUE(fit.current().has_value());
+  const ForwardCoefficients& got = fit.current()->coefficients;
+  EXPECT_NEAR(got.gamma, kTruth.gamma, 0.15 * kTruth.gamma);
+  EXPECT_NEAR(got.delta, kTruth.delta, 0.15 * kTruth.delta);
+  EXPECT_TRUE(fit.Describe().contains("prior"));
 }
 
 }  // namespace
