@@ -104,6 +104,13 @@ def check_render(src, kubectl, npm_cache):
     if check_router_discovery(broken, "broken", quiet=True):
         print("FAIL: a drafter pool named without dns:/// passed the discovery check")
         ok = False
+    # The tls overlay's router wants a bearer key from a Secret; the check must be able to fail.
+    tls = render(src, kubectl, "tls")
+    ok = check_router_api_key(tls) and ok
+    router_pod(tls)["volumes"] = [v for v in router_pod(tls)["volumes"] if v["name"] != "api-key"]
+    if check_router_api_key(tls, quiet=True):
+        print("FAIL: a router whose key file is on no mounted Secret passed the api-key check")
+        ok = False
     # The validator must reject a broken document, or "valid" above means nothing.
     broken = [d for d in render(src, kubectl, "cpu") if d["kind"] == "StatefulSet"]
     broken[0]["spec"]["replicas"] = "two"
@@ -126,9 +133,31 @@ def check_render(src, kubectl, npm_cache):
     return check_tp_wiring(tp) and ok
 
 
-def router_args(documents):
+def router_pod(documents):
     router = next(d for d in documents if d["kind"] == "Deployment" and d["metadata"]["name"] == "router")
-    return router["spec"]["template"]["spec"]["containers"][0]["args"]
+    return router["spec"]["template"]["spec"]
+
+
+def router_args(documents):
+    return router_pod(documents)["containers"][0]["args"]
+
+
+def check_router_api_key(documents, quiet=False):
+    """The router reads --api-key-file from a read-only mount of a Secret volume."""
+    pod = router_pod(documents)
+    files = [a.split("=", 1)[1] for a in router_args(documents) if a.startswith("--api-key-file=")]
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    mounted = [m for m in pod["containers"][0].get("volumeMounts", [])
+               if files and files[0].startswith(m["mountPath"].rstrip("/") + "/")
+               and m.get("readOnly") and "secret" in volumes.get(m["name"], {})]
+    good = len(files) == 1 and bool(mounted)
+    if not quiet:
+        if good:
+            print(f"== overlay tls: the router reads its bearer key {files[0]} from Secret "
+                  f"{volumes[mounted[0]['name']]['secret']['secretName']}")
+        else:
+            print("FAIL: overlay tls: the router's --api-key-file is not on a read-only Secret mount")
+    return good
 
 
 def check_router_discovery(documents, overlay, quiet=False):
