@@ -10,8 +10,9 @@ For every static:K and static-tree:D:N cell of OUT_DIR (scripts/router-compare.s
     length), so the chain rows show how well one a explains every chain depth;
   - tree prior: 1 + sum_i prod_{j<=i} (1 - (1 - a)^w), w = ceil(N / D), what independent
     candidates at each depth would give (TreeAcceptance's prior);
-  - tree learnt: 1 + sum_i prod_{j<=i} p_j with the per-depth estimates p_j the router had
-    learnt from that cell's tree outcomes (its /server_info after the cell).
+  - tree learnt: 1 + sum_i prod_{j<=i} c_{j-1} p_j with the per-depth estimates p_j and
+    continuations c_j (c_0 = 1) the router had learnt from that cell's tree outcomes (its
+    /server_info after the cell), as TreeAcceptance::ExpectedLength computes it.
 """
 
 import json
@@ -51,9 +52,12 @@ def learnt_length(level, depth, nodes):
         if not rows:
             continue
         p = {row["depth"]: row["acceptance"] for row in rows}
+        c = {row["depth"]: row.get("continuation", 1.0) for row in rows}
+        # TreeAcceptance::ExpectedLength: depth d is reached when the node accepted at d - 1
+        # had children (c_{d-1}; the root always has) and one of them was accepted (p_d).
         length, reach = 1.0, 1.0
         for d in range(1, depth + 1):
-            reach *= p.get(d, 0.0)
+            reach *= (1.0 if d == 1 else c.get(d - 1, 1.0)) * p.get(d, 0.0)
             length += reach
         return length
     return None
