@@ -18,14 +18,20 @@ double Noisy(double seconds, std::mt19937_64& rng) {
   return seconds * noise(rng);
 }
 
+// n steps at random contexts (0..8000) and batch sizes (1..64), timed by `slowdown` x the truth
+// with 2% noise: a window that identifies every coefficient.
+void ObserveVariedSteps(OnlineForwardFit& fit, std::mt19937_64& rng, int n, double slowdown = 1.0) {
+  std::uniform_int_distribution<int> context(0, 8000), batched(1, 64);
+  for (int i = 0; i < n; ++i) {
+    const double c = context(rng), b = batched(rng);
+    fit.Observe(c, b, Noisy(slowdown * kTruth.Predict(c, b), rng));
+  }
+}
+
 TEST(OnlineFitTest, ConvergesToTheTrueCoefficients) {
   OnlineForwardFit fit;
   std::mt19937_64 rng(1);
-  std::uniform_int_distribution<int> context(0, 8000), batched(1, 64);
-  for (int i = 0; i < 2000; ++i) {
-    const double c = context(rng), b = batched(rng);
-    fit.Observe(c, b, Noisy(kTruth.Predict(c, b), rng));
-  }
+  ObserveVariedSteps(fit, rng, 2000);
   ASSERT_TRUE(fit.current().has_value());
   const ForwardCoefficients& got = fit.current()->coefficients;
   EXPECT_NEAR(got.alpha, kTruth.alpha, 0.1 * kTruth.alpha);
@@ -37,11 +43,7 @@ TEST(OnlineFitTest, ConvergesToTheTrueCoefficients) {
 TEST(OnlineFitTest, OneOutlierStepDoesNotMoveTheFitFar) {
   OnlineForwardFit fit(OnlineFitOptions{512, 1, 4.0});  // refit after every step
   std::mt19937_64 rng(2);
-  std::uniform_int_distribution<int> context(0, 8000), batched(1, 64);
-  for (int i = 0; i < 600; ++i) {
-    const double c = context(rng), b = batched(rng);
-    fit.Observe(c, b, Noisy(kTruth.Predict(c, b), rng));
-  }
+  ObserveVariedSteps(fit, rng, 600);
   ASSERT_TRUE(fit.current().has_value());
   const ForwardCoefficients before = fit.current()->coefficients;
   fit.Observe(100, 2, 100 * kTruth.Predict(100, 2));  // a step stalled a hundredfold
@@ -54,13 +56,7 @@ TEST(OnlineFitTest, OneOutlierStepDoesNotMoveTheFitFar) {
 TEST(OnlineFitTest, FollowsAMachineThatSlowsDown) {
   OnlineForwardFit fit(OnlineFitOptions{256, 16, 4.0});
   std::mt19937_64 rng(3);
-  std::uniform_int_distribution<int> context(0, 8000), batched(1, 64);
-  for (double slowdown : {1.0, 2.0}) {
-    for (int i = 0; i < 600; ++i) {
-      const double c = context(rng), b = batched(rng);
-      fit.Observe(c, b, Noisy(slowdown * kTruth.Predict(c, b), rng));
-    }
-  }
+  for (double slowdown : {1.0, 2.0}) ObserveVariedSteps(fit, rng, 600, slowdown);
   ASSERT_TRUE(fit.current().has_value());
   EXPECT_NEAR(fit.current()->coefficients.delta, 2 * kTruth.delta, 0.2 * kTruth.delta);
 }
@@ -118,11 +114,7 @@ TEST(OnlineFitTest, AWindowThatVariesOutweighsAWrongPrior) {
   OnlineForwardFit fit;
   fit.SetPrior({kTruth.alpha * 3, kTruth.gamma * 3, kTruth.delta / 3});
   std::mt19937_64 rng(6);
-  std::uniform_int_distribution<int> context(0, 8000), batched(1, 64);
-  for (int i = 0; i < 2000; ++i) {
-    const double c = context(rng), b = batched(rng);
-    fit.Observe(c, b, Noisy(kTruth.Predict(c, b), rng));
-  }
+  ObserveVariedSteps(fit, rng, 2000);
   ASSERT_TRUE(fit.current().has_value());
   const ForwardCoefficients& got = fit.current()->coefficients;
   EXPECT_NEAR(got.gamma, kTruth.gamma, 0.15 * kTruth.gamma);
