@@ -97,6 +97,11 @@ class SpeculationPolicy {
   // Asked once per new request at admission: false marks it non-speculative for its whole
   // life (SmartSpec's prefill disabling: the drafter never sees it).
   virtual bool SpeculateNewRequest() { return true; }
+  // Asked each step for every request admitted non-speculative: true lets it draft from now on
+  // (its drafter session is built by its next Propose, from its whole history, as after a
+  // drafter failure). A decision taken at admission can outlive what it was taken on: one
+  // low-acceptance request can switch speculation off for the next, unrelated one.
+  virtual bool ResumeSpeculation() { return false; }
   virtual void Forget(spec::RequestId id) { (void)id; }
   // Policy-specific state for GetServerInfo (active tier, parameters, ...).
   virtual nlohmann::json Describe() const = 0;

@@ -259,6 +259,8 @@ class RouterCore {
   absl::Duration CallTimeout(double predicted_seconds, double scale) const;
   bool DecodeStep(StepStats* stats);  // false when no request was ready to decode
   // DecodeStep's named steps, in order (router_step.cc).
+  // Requests admitted non-speculative that the policy now lets draft (Policy::ResumeSpeculation).
+  void ResumeSpeculation(const std::vector<Active*>& ready);
   void ReconsiderPools(const std::vector<Active*>& ready, int32_t max_k);
   int32_t UsefulK(const Active& r, int32_t max_k) const;
   void PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats* stats);

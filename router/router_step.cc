@@ -40,6 +40,7 @@ bool RouterCore::DecodeStep(StepStats* stats) {
     plan.max_k = max_k_;
     plan.vocab = vocab_size_;
   }
+  ResumeSpeculation(ready);
   ReconsiderPools(ready, plan.max_k);
   PlanStep(std::move(ready), &plan, stats);
   stats->schedule_seconds = clock_->NowSeconds() - plan.started_at;
@@ -56,6 +57,15 @@ bool RouterCore::DecodeStep(StepStats* stats) {
   if (!ahead.empty()) ApplyDraftAhead(plan, ahead, stats);
   ObserveStep(plan, calls, std::move(outcome), stats);
   return true;
+}
+
+void RouterCore::ResumeSpeculation(const std::vector<Active*>& ready) {
+  if (pool_names_.empty()) return;
+  for (Active* r : ready) {
+    // r->pool was chosen at admission; r->known is empty, so the next Propose sends the whole
+    // history and the drafter builds its session then.
+    if (!r->speculative && r->started && policy_->ResumeSpeculation()) r->speculative = true;
+  }
 }
 
 void RouterCore::ReconsiderPools(const std::vector<Active*>& ready, int32_t max_k) {

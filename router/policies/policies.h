@@ -57,7 +57,7 @@ class StaticTreePolicy : public SpeculationPolicy {
 // requests past the chosen prefix sit out the step; prefixes that would leave out a request
 // the core marks must_run are not candidates.
 // Config: {"granularity": "batch" | "request" (default batch), "max_k": V (default 8),
-//          "prefill_disable_threshold": 0.7, "prefill_window": 32,
+//          "prefill_disable_threshold": 0.7, "prefill_resume_threshold": 0.3, "prefill_window": 32,
 //          "prefix_search": true (false: always the whole batch),
 //          "trees": true, "max_tree_nodes": 32}
 // Trees: after the chain decision, each speculative request in turn switches to the tree
@@ -67,13 +67,17 @@ class StaticTreePolicy : public SpeculationPolicy {
 // Prefill disabling: when, in more than the threshold of the last `prefill_window` steps,
 // goodput would have proposed nothing even with every request of the batch speculative
 // (pool estimates), new requests are admitted non-speculative. Judging the counterfactual
-// batch, not the actual one, keeps the switch from locking itself off (see the .cc).
+// batch, not the actual one, keeps the switch from locking itself off (see the .cc). A request
+// so admitted resumes drafting once that share has fallen to `prefill_resume_threshold` (lower,
+// so that load hovering at the threshold does not pay drafter prefills for requests that will
+// not speculate); at one client this is what speculation paying again looks like.
 class SmartSpecPolicy : public SpeculationPolicy {
  public:
   struct Config {
     bool per_request = false;
     int32_t max_k = 8;
     double prefill_disable_threshold = 0.7;
+    double prefill_resume_threshold = 0.3;
     int32_t prefill_window = 32;
     bool prefix_search = true;
     bool trees = true;
@@ -84,6 +88,7 @@ class SmartSpecPolicy : public SpeculationPolicy {
   std::vector<int32_t> Decide(const PolicyInput& input) override;
   std::vector<ProposalChoice> DecideProposals(const PolicyInput& input) override;
   bool SpeculateNewRequest() override;
+  bool ResumeSpeculation() override;
   nlohmann::json Describe() const override;
   double ZeroFraction() const;
 
@@ -93,6 +98,7 @@ class SmartSpecPolicy : public SpeculationPolicy {
   std::deque<bool> proposed_nothing_;
   std::map<int32_t, int64_t> k_histogram_;
   int64_t disabled_prefills_ = 0;
+  int64_t resumed_requests_ = 0;
   int64_t short_prefix_steps_ = 0;  // steps that ran a proper prefix of the batch
   int64_t sat_out_ = 0;             // request-steps left out
   int64_t tree_choices_ = 0;        // request-steps given a tree

@@ -38,6 +38,7 @@ absl::StatusOr<std::unique_ptr<SpeculationPolicy>> MakeSmartSpec(const nlohmann:
   c.per_request = granularity == "request";
   SPLITSPEC_READ("max_k", c.max_k);
   SPLITSPEC_READ("prefill_disable_threshold", c.prefill_disable_threshold);
+  SPLITSPEC_READ("prefill_resume_threshold", c.prefill_resume_threshold);
   SPLITSPEC_READ("prefill_window", c.prefill_window);
   SPLITSPEC_READ("prefix_search", c.prefix_search);
   SPLITSPEC_READ("trees", c.trees);
@@ -49,6 +50,9 @@ absl::StatusOr<std::unique_ptr<SpeculationPolicy>> MakeSmartSpec(const nlohmann:
       !(c.prefill_disable_threshold >= 0 && c.prefill_disable_threshold <= 1)) {
     return absl::InvalidArgumentError(
         "smartspec: max_k >= 0, prefill_window >= 1, prefill_disable_threshold in [0, 1]");
+  }
+  if (!(c.prefill_resume_threshold >= 0 && c.prefill_resume_threshold <= c.prefill_disable_threshold)) {
+    return absl::InvalidArgumentError("smartspec: prefill_resume_threshold in [0, prefill_disable_threshold]");
   }
   return std::unique_ptr<SpeculationPolicy>(new SmartSpecPolicy(c));
 }

@@ -176,6 +176,14 @@ bool SmartSpecPolicy::SpeculateNewRequest() {
   return speculate;
 }
 
+bool SmartSpecPolicy::ResumeSpeculation() {
+  // Only once the window holds enough steps to judge: an empty one says nothing yet.
+  if (static_cast<int32_t>(proposed_nothing_.size()) < config_.prefill_window) return false;
+  const bool resume = ZeroFraction() <= config_.prefill_resume_threshold;
+  if (resume) ++resumed_requests_;
+  return resume;
+}
+
 nlohmann::json SmartSpecPolicy::Describe() const {
   nlohmann::json hist = nlohmann::json::object();
   for (const auto& [k, n] : k_histogram_) hist[std::to_string(k)] = n;
@@ -183,7 +191,9 @@ nlohmann::json SmartSpecPolicy::Describe() const {
           {"max_k", config_.max_k},
           {"prefill_disable_threshold", config_.prefill_disable_threshold},
           {"recent_zero_fraction", ZeroFraction()},
+          {"prefill_resume_threshold", config_.prefill_resume_threshold},
           {"disabled_prefills", disabled_prefills_},
+          {"resumed_requests", resumed_requests_},
           {"prefix_search", config_.prefix_search},
           {"short_prefix_steps", short_prefix_steps_},
           {"sat_out_request_steps", sat_out_},

@@ -176,6 +176,7 @@ class FakeDrafter : public DrafterClient {
  public:
   explicit FakeDrafter(double accuracy = 0.7, uint64_t salt = 1)
       : accuracy_(accuracy), salt_(salt) {}
+  void set_accuracy(double accuracy) { accuracy_ = accuracy; }
 
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items) override {
     ++calls;

@@ -461,6 +461,31 @@ TEST(RouterCoreTest, SmartSpecDisablesDrafterPrefillWhenSpeculationNeverPays) {
   EXPECT_EQ(h.out[*second].tokens, ReferenceGeneration(Prompt(301, 8), 20));
   EXPECT_TRUE(h.drafters[0]->proposed_ids.empty());
   EXPECT_GT(h.core->Snapshot().policy_state["disabled_prefills"].get<int64_t>(), 0);
+  EXPECT_EQ(h.core->Snapshot().policy_state["resumed_requests"].get<int64_t>(), 0);
+}
+
+// A request admitted non-speculative during another's low-acceptance streak drafts again once
+// speculation would pay: its drafter session is then built from its whole history (the fake
+// drafter checks it sees exactly the verifier's committed state) and its output is unchanged.
+TEST(RouterCoreTest, SmartSpecLetsARequestAdmittedWithoutDraftingResumeWhenSpeculationPaysAgain) {
+  Harness h("smartspec", RouterOptions{}, {{"prefill_window", 4}});
+  ASSERT_TRUE(h.core->Init().ok());
+  FakeDrafter& drafter = *h.drafters[0];
+  drafter.set_accuracy(0.0);  // every guess wrong: goodput proposes nothing
+  auto first = h.Submit(Prompt(310, 8), 40);
+  ASSERT_TRUE(first.ok());
+  h.RunUntilIdle();
+  drafter.set_accuracy(0.9);
+  auto second = h.Submit(Prompt(311, 8), 80);
+  ASSERT_TRUE(second.ok());
+  h.RunUntilIdle();
+  const nlohmann::json state = h.core->Snapshot().policy_state;
+  EXPECT_EQ(state["disabled_prefills"].get<int64_t>(), 1) << state.dump();
+  EXPECT_EQ(state["resumed_requests"].get<int64_t>(), 1) << state.dump();
+  EXPECT_TRUE(drafter.proposed_ids.count(*second));
+  EXPECT_TRUE(h.verifier.saw_draft_ids.count(*second));
+  EXPECT_TRUE(drafter.protocol_errors.empty()) << drafter.protocol_errors.front();
+  EXPECT_EQ(h.out[*second].tokens, ReferenceGeneration(Prompt(311, 8), 80));
 }
 
 // The router compares each shape smartspec chose with what its steps emitted; a policy that
