@@ -94,8 +94,8 @@ class SpeculationPolicy {
   // a chain of each Decide() k; policies that build trees override it.
   virtual std::vector<ProposalChoice> DecideProposals(const PolicyInput& input);
   virtual void Observe(const StepOutcome& outcome) { (void)outcome; }
-  // Asked once per new request at admission: false marks it non-speculative for its whole
-  // life (SmartSpec's prefill disabling: the drafter never sees it).
+  // Asked once per new request at admission: false marks it non-speculative (SmartSpec's
+  // prefill disabling: the drafter does not see it) until ResumeSpeculation says otherwise.
   virtual bool SpeculateNewRequest() { return true; }
   // Asked each step for every request admitted non-speculative: true lets it draft from now on
   // (its drafter session is built by its next Propose, from its whole history, as after a
