@@ -98,6 +98,8 @@ int RunBenchEngine(const Args& args) {
   const int context = static_cast<int>(args.GetInt("context", 64));
   const int steps = static_cast<int>(args.GetInt("steps", 16));
   const bool f32 = args.Has("f32-weights");
+  const std::vector<int> batches = args.GetPositiveIntList("batches", "1,8,32");
+  const std::vector<int> forward_tokens = args.GetPositiveIntList("forward-tokens", "1,2,3,4,5,6,8,16");
   const engine::DeviceSpec device = DeviceFlagOrExit(args);
   const engine::WeightQuantization quantize = QuantizeFlagOrExit(args, device);
   args.CheckAllUsed();
@@ -112,7 +114,7 @@ int RunBenchEngine(const Args& args) {
     return 1;
   }
   const engine::ModelConfig& c = (*model)->config();
-  const int max_batch = 32;
+  const int max_batch = *std::max_element(batches.begin(), batches.end());
   auto kv = (*model)->CreateKvCache(max_batch * ((context + steps + 8) / 16 + 2) + 16);
   if (!kv.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(kv.status().message()).c_str());
@@ -149,31 +151,33 @@ int RunBenchEngine(const Args& args) {
   Bench bench{**model, **kv, context};
   std::printf("%-8s %12s %14s\n", "batch", "step ms", "tokens/s");
   double batch1_step = 0;
-  for (int batch : {1, 8, 32}) {
+  for (int batch : batches) {
     const double step = bench.DecodeStep(batch, steps);
     if (batch == 1) batch1_step = step;
     std::printf("%-8d %12.2f %14.1f\n", batch, step * 1e3, batch / step);
   }
-  const double achieved = (*model)->weight_bytes() / batch1_step / 1e9;
-  if (device.cuda) {
-    std::printf("\nbatch-1 decode reads weights at %.1f GB/s\n\n", achieved);
-  } else {
-    measure_ceiling();
-    std::printf("\nbatch-1 decode reads weights at %.1f GB/s = %.0f%% of the read ceiling, %.1f GB/s (%s);"
-                " read kernels before and after, best of each:\n",
-                achieved, 100.0 * achieved / ceiling.gb_per_s, ceiling.gb_per_s,
-                std::string(ceiling.best_kernel).c_str());
-    for (const engine::cpu::ReadKernelResult& k : ceiling.kernels) {
-      std::printf("  %-24s %6.1f GB/s\n", std::string(k.name).c_str(), k.gb_per_s);
+  if (batch1_step > 0) {
+    const double achieved = (*model)->weight_bytes() / batch1_step / 1e9;
+    if (device.cuda) {
+      std::printf("\nbatch-1 decode reads weights at %.1f GB/s\n\n", achieved);
+    } else {
+      measure_ceiling();
+      std::printf("\nbatch-1 decode reads weights at %.1f GB/s = %.0f%% of the read ceiling, %.1f GB/s (%s);"
+                  " read kernels before and after, best of each:\n",
+                  achieved, 100.0 * achieved / ceiling.gb_per_s, ceiling.gb_per_s,
+                  std::string(ceiling.best_kernel).c_str());
+      for (const engine::cpu::ReadKernelResult& k : ceiling.kernels) {
+        std::printf("  %-24s %6.1f GB/s\n", std::string(k.name).c_str(), k.gb_per_s);
+      }
+      std::printf("\n");
     }
-    std::printf("\n");
   }
 
-  std::printf("%-8s %12s %12s\n", "tokens", "forward ms", "x 1-token");
+  if (!forward_tokens.empty()) std::printf("%-8s %12s %12s\n", "tokens", "forward ms", "x first");
   double one = 0;
-  for (int n : {1, 2, 3, 4, 5, 6, 8, 16}) {  // 2-6: the verify forwards of short chains
+  for (int n : forward_tokens) {  // default 2-6: the verify forwards of short chains
     const double t = bench.ForwardTokens(n, steps);
-    if (n == 1) one = t;
+    if (one == 0) one = t;
     std::printf("%-8d %12.2f %12.2f\n", n, t * 1e3, t / one);
   }
   // The CUDA backend reports op failures only through its status: timings of failed ops mean nothing.
@@ -191,6 +195,9 @@ const RegisterCommand kRegister(
     "  --context N               tokens of context per sequence (64)\n"
     "  --steps N                 timed steps per measurement (16)\n"
     "  --threads N               CPU threads (0 = all cores)\n"
+    "  --batches LIST            decode batch sizes, comma-separated (1,8,32)\n"
+    "  --forward-tokens LIST     token counts of the timed forwards, comma-separated; the\n"
+    "                            first is the ratios' base (1,2,3,4,5,6,8,16)\n"
     "  --f32-weights             load the weights as f32 whatever their file dtype\n"
     "  --quantize none|int8      int8: quantize the matrices at load (Q8_0, CPU only) (none)\n",
     RunBenchEngine);

@@ -21,6 +21,9 @@ class Args {
   // Exits with a message when present but not a number.
   long long GetInt(const std::string& name, long long fallback) const;
   double GetDouble(const std::string& name, double fallback) const;
+  // "1,8,32" -> {1, 8, 32}; `fallback` when absent. Exits with a message naming the flag when
+  // an item is not a positive integer.
+  std::vector<int> GetPositiveIntList(const std::string& name, const std::string& fallback) const;
   // Exits with a usage error naming the flag when absent.
   std::string Require(const std::string& name) const;
   // Flags given but never read by the command (typos): reported by CheckAllUsed.

@@ -49,6 +49,28 @@ long long Args::GetInt(const std::string& name, long long fallback) const {
   return parsed;
 }
 
+std::vector<int> Args::GetPositiveIntList(const std::string& name, const std::string& fallback) const {
+  const std::string value = Has(name) ? GetString(name) : fallback;
+  std::vector<int> list;
+  const char* p = value.c_str();
+  while (*p != '\0') {
+    char* end = nullptr;
+    const long long parsed = std::strtoll(p, &end, 10);
+    if (end == p || parsed <= 0 || parsed > 1 << 20 || (*end != ',' && *end != '\0')) {
+      std::fprintf(stderr, "error: --%s expects positive integers separated by commas, got '%s'\n", name.c_str(),
+                   value.c_str());
+      std::exit(2);
+    }
+    list.push_back(static_cast<int>(parsed));
+    p = *end == ',' ? end + 1 : end;
+  }
+  if (list.empty()) {
+    std::fprintf(stderr, "error: --%s expects at least one positive integer\n", name.c_str());
+    std::exit(2);
+  }
+  return list;
+}
+
 double Args::GetDouble(const std::string& name, double fallback) const {
   const std::string value = GetString(name);
   if (value.empty()) return fallback;

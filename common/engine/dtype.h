@@ -2,9 +2,11 @@
 // Activations and accumulators are always f32; F16/BF16 and Q8_0 exist only as storage formats.
 //
 // Q8_0 is not a file dtype: it is made at load time (--quantize int8). A row of K weights is
-// K / 32 blocks of 34 bytes, each an IEEE-half scale d followed by 32 int8 values q in
-// [-127, 127]; weight i of a block is q[i] * d. The product is exact in f32 (7 + 11 significant
-// bits), so a Q8_0 matrix computes bit for bit what its dequantized F32 copy computes.
+// K / 32 blocks, each an IEEE-half scale d and 32 int8 values q in [-127, 127]; weight i of a
+// block is q[i] * d (exact in f32: 7 + 11 significant bits). A row stores its K / 32 scales
+// first, then its K int8 values (34 bytes per 32 weights, as llama.cpp's Q8_0 block), so a kernel
+// reads 64 weights with one vector load and 16 scales with another. The CPU kernel multiplies a
+// Q8_0 matrix by activations quantized the same way, per token (cpu/matmul_q8.cc).
 #ifndef SPLITSPEC_COMMON_ENGINE_DTYPE_H_
 #define SPLITSPEC_COMMON_ENGINE_DTYPE_H_
 
@@ -27,6 +29,12 @@ inline size_t DTypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
 inline size_t DTypeRowBytes(DType dtype, int64_t cols) {
   if (dtype == DType::kQ8_0) return static_cast<size_t>(cols / kQ8BlockSize) * kQ8BlockBytes;
   return static_cast<size_t>(cols) * DTypeSize(dtype);
+}
+
+// The scales and the int8 values of a Q8_0 row of `cols` weights (see above).
+inline const uint8_t* Q8RowScales(const uint8_t* row) { return row; }
+inline const int8_t* Q8RowValues(const uint8_t* row, int64_t cols) {
+  return reinterpret_cast<const int8_t*>(row + (cols / kQ8BlockSize) * 2);
 }
 
 inline std::string_view DTypeName(DType dtype) {

@@ -25,6 +25,14 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kTolerance = 1e-4;
+// Int8 variants: rounding activations to int8 makes logits a step function of the values
+// rounded, and torch (float64) and the engine (float32) round a few of them to different steps;
+// each such flip moves logits by up to a few percent of their scale (the same model emulated in
+// torch float32 and float64 differs by 0.17 on the trained target, whose logits reach ~20). The
+// bound is therefore relative to the largest logit, with a mean bound ten times tighter. The
+// kernel's exact arithmetic is checked bit for bit-close in tests/unit/engine/quantized_test.cc.
+constexpr double kInt8MaxRelative = 0.05;
+constexpr double kInt8MeanRelative = 0.005;
 
 // A variant builds (or names) a model directory under `scratch` and returns its path.
 struct Variant {
@@ -32,7 +40,8 @@ struct Variant {
   std::function<absl::Status(const std::string& scratch, std::string* model_dir)> build;
   std::vector<int> prompt_lengths;
   // The engine serves the built model with --quantize int8, and torch runs on the F32 copy of
-  // exactly those weights that `splitspec make-model --int8-of` writes.
+  // exactly those weights that `splitspec make-model --int8-of` writes, rounding the inputs of
+  // its matrix products to int8 as the engine's kernel does.
   bool int8 = false;
 };
 
@@ -171,6 +180,7 @@ void CheckVariants(const std::vector<Variant>& variants, const std::string& scra
         continue;
       }
     }
+    job.int8_activations = v.int8;
     engine_dirs.push_back(model_dir);
     job.vocab_size = config["vocab_size"].get<int>();
     job.prompts = MakePrompts(v.prompt_lengths, job.vocab_size, 1234);
@@ -203,9 +213,25 @@ void CheckVariants(const std::vector<Variant>& variants, const std::string& scra
                 v.name.c_str(), diff_whole, diff_split, jobs[i].prompts.size(), static_cast<long long>(n_logits));
     ::testing::Test::RecordProperty(v.name + "_max_abs_diff", absl::StrCat(diff_whole));
     EXPECT_GE(diff_whole, 0.0) << "logit shapes differ";
-    EXPECT_LE(diff_whole, kTolerance);
     EXPECT_GE(diff_split, 0.0) << "logit shapes differ";
-    EXPECT_LE(diff_split, kTolerance);
+    if (!v.int8) {
+      EXPECT_LE(diff_whole, kTolerance);
+      EXPECT_LE(diff_split, kTolerance);
+      continue;
+    }
+    double scale = 0, mean = 0;
+    int64_t n = 0;
+    for (size_t p = 0; p < torch_logits.size(); ++p) {
+      for (size_t j = 0; j < torch_logits[p].size(); ++j, ++n) {
+        scale = std::max(scale, std::fabs(static_cast<double>(torch_logits[p][j])));
+        mean += std::fabs(static_cast<double>((*whole)[p][j]) - torch_logits[p][j]);
+      }
+    }
+    mean /= static_cast<double>(n);
+    std::printf("[reference] %-26s largest |logit| %.3g, mean |engine - torch| %.3g\n", v.name.c_str(), scale, mean);
+    EXPECT_LE(diff_whole, kInt8MaxRelative * scale);
+    EXPECT_LE(diff_split, kInt8MaxRelative * scale);
+    EXPECT_LE(mean, kInt8MeanRelative * scale);
   }
 }
 

@@ -316,7 +316,10 @@ class LlamaForCausalLM(nn.Module):
 
     def forward(self, tokens):
         """tokens: (batch, seq) -> logits (batch, seq, vocab)."""
-        return self.hidden_states(tokens) @ self.head_weight().t()
+        hidden = self.hidden_states(tokens)
+        if getattr(self, "int8_head_input", False):
+            hidden = int8_activations(hidden)
+        return hidden @ self.head_weight().t()
 
     def load_hf_state(self, tensors):
         """Loads {hf_name: tensor}; raises naming any missing, unexpected or misshapen tensor."""
@@ -333,6 +336,29 @@ class LlamaForCausalLM(nn.Module):
         self.load_state_dict({n: tensors[n] for n in own}, strict=True)
 
 
+def int8_activations(x):
+    """x as the engine's int8 matmul sees it (common/engine/cpu/matmul_q8.cc): each block of 32
+    values along the last axis rounded to a multiple of d = max|x| / 127, in float32 as there."""
+    shape = x.shape
+    blocks = x.to(torch.float32).reshape(*shape[:-1], shape[-1] // 32, 32)
+    amax = blocks.abs().amax(dim=-1, keepdim=True)
+    inverse = torch.where(amax == 0, torch.zeros_like(amax), 127.0 / amax)
+    q = torch.round(blocks * inverse).clamp(-127, 127)  # round half to even, as the engine
+    return (q.to(torch.float64) * (amax / 127.0).to(torch.float64)).reshape(shape).to(x.dtype)
+
+
+def quantize_activations(model):
+    """Makes every matrix product of `model` whose rows are whole blocks of 32 take its input
+    through int8_activations, as --quantize int8 serves a model (use it on the weights
+    `splitspec make-model --int8-of` writes)."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear) and module.in_features % 32 == 0:
+            module.register_forward_pre_hook(lambda _, args: (int8_activations(args[0]),))
+    # A tied head multiplies by the embedding table, not through an nn.Linear.
+    model.int8_head_input = model.lm_head is None and model.config.hidden_size % 32 == 0
+    return model
+
+
 def load_model(model_dir, dtype=torch.float32):
     config = LlamaConfig.from_file(os.path.join(model_dir, "config.json"))
     model = LlamaForCausalLM(config)
@@ -345,8 +371,10 @@ def load_model(model_dir, dtype=torch.float32):
 # ---------------------------------------------------------------------------------------------
 
 
-def run_job(model_dir, tokens_file, out_path, dtype):
+def run_job(model_dir, tokens_file, out_path, dtype, int8=False):
     model = load_model(model_dir, dtype)
+    if int8:
+        quantize_activations(model)
     with open(tokens_file) as f:
         prompts = json.load(f)
     vocab = model.config.vocab_size
@@ -363,7 +391,7 @@ def main(argv):
     parser.add_argument("--model", help="Hugging Face model directory")
     parser.add_argument("--tokens-file", help="JSON list of prompts (lists of token ids)")
     parser.add_argument("--out", help="output: float32 logits, all positions, all prompts")
-    parser.add_argument("--jobs", help="JSON list of {model, tokens_file, out}: several runs in one process "
+    parser.add_argument("--jobs", help="JSON list of {model, tokens_file, out[, int8_activations]}: several runs in one process "
                                        "(importing torch costs seconds)")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                         help="compute precision (weights are widened from their file dtype)")
@@ -380,7 +408,7 @@ def main(argv):
     else:
         parser.error("give --model, --tokens-file and --out, or --jobs")
     for job in jobs:
-        run_job(job["model"], job["tokens_file"], job["out"], dtype)
+        run_job(job["model"], job["tokens_file"], job["out"], dtype, job.get("int8_activations", False))
     return 0
 
 

@@ -78,7 +78,8 @@ absl::StatusOr<std::vector<PromptLogits>> RunTorchReference(const std::string& p
     if (absl::Status s = WritePrompts(tokens, jobs[i].prompts); !s.ok()) return s;
     manifest.push_back({{"model", jobs[i].model_dir},
                         {"tokens_file", tokens},
-                        {"out", absl::StrCat(work_dir, "/torch_logits_", i, ".bin")}});
+                        {"out", absl::StrCat(work_dir, "/torch_logits_", i, ".bin")},
+                        {"int8_activations", jobs[i].int8_activations}});
   }
   const std::string manifest_path = work_dir + "/jobs.json";
   {

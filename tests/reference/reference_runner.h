@@ -31,6 +31,9 @@ struct ReferenceJob {
   std::string model_dir;
   std::vector<Prompt> prompts;
   int vocab_size = 0;
+  // The model's matrix products take int8-rounded inputs, as the engine's --quantize int8 kernel
+  // computes (llama_reference.quantize_activations).
+  bool int8_activations = false;
 };
 
 // Runs the reference script once for all jobs (importing torch costs seconds, so one process

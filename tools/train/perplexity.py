@@ -6,7 +6,10 @@ so that a changed model -- for example the weights --quantize int8 serves, writt
 
   /usr/bin/python3 tools/train/perplexity.py models/target /tmp/target-int8 [--window 256 --windows 48]
 
-Later models are also given as a perplexity change against the first one.
+Later models are also given as a perplexity change against the first one. With
+--int8-activations each model is measured a second time with the inputs of its matrix products
+rounded to int8 per block of 32, as the engine's --quantize int8 kernel computes: on an
+--int8-of copy that row is what the engine serves.
 """
 
 import argparse
@@ -33,6 +36,8 @@ def main(argv):
     parser.add_argument("--window", type=int, default=256)
     parser.add_argument("--windows", type=int, default=48)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--int8-activations", action="store_true",
+                        help="also measure each model with int8 activations (see above)")
     args = parser.parse_args(argv)
     import sentencepiece as spm
 
@@ -43,16 +48,20 @@ def main(argv):
     baseline = None
     for model_dir in args.models:
         sp = spm.SentencePieceProcessor(model_file=os.path.join(model_dir, "tokenizer.model"))
-        model = ref.load_model(model_dir)
-        losses = {kind: train_pair.heldout_loss(model, train_pair.encode_documents(sp, parts[kind][1]), args.window,
-                                                args.windows, "cpu") for kind in ("code", "prose")}
-        note = ""
-        if baseline is None:
-            baseline = losses
-        else:
-            note = " (ppl %+.2f%% / %+.2f%%)" % tuple(100 * (math.exp(losses[k] - baseline[k]) - 1) for k in ("code", "prose"))
-        print("| %s | %.4f | %.2f | %.4f | %.2f |%s" % (model_dir, losses["code"], math.exp(losses["code"]),
-                                                    losses["prose"], math.exp(losses["prose"]), note))
+        variants = [(model_dir, ref.load_model(model_dir))]
+        if args.int8_activations:
+            variants.append((model_dir + " + int8 activations", ref.quantize_activations(ref.load_model(model_dir))))
+        for name, model in variants:
+            losses = {kind: train_pair.heldout_loss(model, train_pair.encode_documents(sp, parts[kind][1]),
+                                                    args.window, args.windows, "cpu") for kind in ("code", "prose")}
+            note = ""
+            if baseline is None:
+                baseline = losses
+            else:
+                note = " (ppl %+.2f%% / %+.2f%%)" % tuple(100 * (math.exp(losses[k] - baseline[k]) - 1)
+                                                       for k in ("code", "prose"))
+            print("| %s | %.4f | %.2f | %.4f | %.2f |%s" % (name, losses["code"], math.exp(losses["code"]),
+                                                        losses["prose"], math.exp(losses["prose"]), note))
     return 0
 
 

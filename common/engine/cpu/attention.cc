@@ -32,6 +32,22 @@ void StoreNewKv(const Tensor& k, const Tensor& v, const KvLayout& layout, Tensor
   }
 }
 
+// A decode step streams the weights through every cache level, so by the time a layer's
+// attention runs its KV rows are back in DRAM, and a head's rows (a short piece of each
+// cache row, one cache row per position) are too scattered for the hardware prefetchers: the
+// loads wait out DRAM latency one position at a time. Asking for K rows a few positions ahead
+// and for each V row as its score is computed overlaps those waits. No effect on results.
+// Measured on the medium BF16 model, 2 threads, batch-1 decode at context 1024: 8.5-9.2 ms
+// without, 7.3-8.2 ms with (4 interleaved runs each).
+constexpr size_t kPrefetchSlots = 8;
+
+inline void PrefetchRow(const float* row, int n) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (int offset = 0; offset < n * static_cast<int>(sizeof(float)); offset += 64) {
+    __builtin_prefetch(p + offset, /*rw=*/0, /*locality=*/3);
+  }
+}
+
 struct WorkItem {
   int32_t seq;
   int32_t node;
@@ -85,6 +101,8 @@ void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, c
       scores.resize(slots.size());
       float max_score = -INFINITY;
       for (size_t p = 0; p < slots.size(); ++p) {
+        if (p + kPrefetchSlots < slots.size()) PrefetchRow(k_cache.row(slots[p + kPrefetchSlots]) + kv_offset, head_dim);
+        PrefetchRow(v_cache.row(slots[p]) + kv_offset, head_dim);  // for the weighted sum below
         scores[p] = Dot(q_head, k_cache.row(slots[p]) + kv_offset, head_dim) * scale;
         max_score = std::max(max_score, scores[p]);
       }

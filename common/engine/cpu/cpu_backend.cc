@@ -58,7 +58,7 @@ class CpuBackend final : public Backend {
     for (size_t t = 0; t < tokens.size(); ++t) {
       const uint8_t* src = static_cast<const uint8_t*>(table.data) + tokens[t] * row_bytes;
       float* dst = out.row(static_cast<int64_t>(t));
-      for (int64_t i = 0; i < dim; ++i) dst[i] = cpu::LoadScalar(src, i, table.dtype);
+      for (int64_t i = 0; i < dim; ++i) dst[i] = cpu::LoadScalar(src, i, dim, table.dtype);
     }
   }
 

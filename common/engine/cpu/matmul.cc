@@ -12,10 +12,10 @@
 // into L2, spread evenly over b's k-steps. Measured on the medium model, 1 thread, batch 1:
 // all matmuls of a forward 19.5 -> 14.0 ms (F32) and 14.4 -> 7.0 ms (F16).
 #include <algorithm>
-#include <type_traits>
 #include <vector>
 
 #include "common/engine/cpu/kernels.h"
+#include "common/engine/cpu/matmul_parts.h"
 #include "common/engine/cpu/simd.h"
 
 namespace splitspec::engine::cpu {
@@ -69,14 +69,6 @@ inline void DotTile(const uint8_t* const* w_rows, const float* const* x_rows, in
 }
 
 
-// Where a run of W's rows goes: rows [first_row, first_row + n_cols) of W are columns
-// [0, n_cols) of `out` (one part of a MatMulSplit; the whole of W for a plain MatMul).
-struct OutputPart {
-  float* out = nullptr;
-  int64_t first_row = 0;
-  int64_t n_cols = 0;
-};
-
 // Runs RB x TB tiles from token t while TB tokens remain, advancing t. The first tile issues the
 // block's prefetch (and clears it: later tiles find the rows in cache).
 template <typename Format, int RB, int TB>
@@ -117,19 +109,6 @@ void TileRows(const uint8_t* const* w_rows, int64_t n_in, int64_t row0, const Ou
   TokenTiles<Format, RB, 1>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
 }
 
-// Widens RB Q8_0 rows to f32 in `scratch` (RB x n_in), issuing `prefetch` as DotTile would.
-template <int RB>
-void WidenQ8Rows(const uint8_t* const* w_rows, int64_t n_in, const char* prefetch, float* scratch) {
-  constexpr int kPrefetchBytesPerStep = RB * Q8Weights::kVectorBytes;
-  for (int64_t k = 0; k < n_in; k += kLanes) {
-    if (prefetch != nullptr) {
-      const char* p = prefetch + (k / kLanes) * kPrefetchBytesPerStep;
-      for (int line = 0; line < kPrefetchBytesPerStep; line += kCacheLine) PrefetchToL2(p + line);
-    }
-    for (int r = 0; r < RB; ++r) Store(scratch + r * n_in + k, Q8Weights::Load(w_rows[r], k));
-  }
-}
-
 // One block of RB weight rows (W rows row0.., inside `part`) against tokens [t_begin, t_end).
 template <typename Format, int RB>
 void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, int64_t row0,
@@ -141,50 +120,23 @@ void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, 
   // across parts.
   const int64_t ahead = row0 + kPrefetchBlocks * RB;
   const char* prefetch = ahead + RB <= n_rows ? reinterpret_cast<const char*>(w + ahead * row_bytes) : nullptr;
-  if constexpr (std::is_same_v<Format, Q8Weights>) {
-    // More tokens than one tile: widen the rows to f32 once and run the F32 tiles over every
-    // token, instead of widening them again in each token tile. The widened values are the exact q * d products the Q8 tiles
-    // use, and the F32 tiles reduce in the same order, so the bits are the same either way.
-    if (t_end - t_begin > kTokenBlock) {
-      thread_local std::vector<float> scratch;
-      scratch.resize(static_cast<size_t>(RB * n_in));
-      WidenQ8Rows<RB>(w_rows, n_in, prefetch, scratch.data());
-      const uint8_t* wide_rows[RB];
-      for (int r = 0; r < RB; ++r) wide_rows[r] = reinterpret_cast<const uint8_t*>(scratch.data() + r * n_in);
-      TileRows<F32Weights, RB>(wide_rows, n_in, row0, part, x_rows, t_begin, t_end, bias, nullptr);
-      return;
-    }
-  }
   TileRows<Format, RB>(w_rows, n_in, row0, part, x_rows, t_begin, t_end, bias, prefetch);
 }
 
-// All parts share one parallel region: their full row blocks form one index space, split
-// statically over the threads (a fork/join per projection would cost more than a small
-// projection's compute). Rows left over at the end of a part (< kRowBlock) run serially.
 template <typename Format>
 void MatMulTyped(const void* weights, size_t row_bytes, int64_t n_rows, int64_t n_in,
                  absl::Span<const OutputPart> parts, const std::vector<const float*>& x_rows, const float* bias) {
   const auto* w = static_cast<const uint8_t*>(weights);
   const int64_t n_tokens = static_cast<int64_t>(x_rows.size());
-  int64_t n_blocks = 0;
-  for (const OutputPart& part : parts) n_blocks += part.n_cols / kRowBlock;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
     const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
     // A quarter of the usual threshold: even the smallest projections of real models stream
     // enough weight bytes for two threads to pay.
-#pragma omp parallel for schedule(static) if (WorthParallel(4 * n_rows * n_in * (t1 - t0)))
-    for (int64_t block = 0; block < n_blocks; ++block) {
-      int64_t local = block;
-      size_t p = 0;
-      while (local >= parts[p].n_cols / kRowBlock) local -= parts[p++].n_cols / kRowBlock;
-      RowBlock<Format, kRowBlock>(w, row_bytes, n_rows, n_in, parts[p].first_row + local * kRowBlock, parts[p],
-                                  x_rows.data(), t0, t1, bias);
-    }
-    for (const OutputPart& part : parts) {
-      for (int64_t col = part.n_cols / kRowBlock * kRowBlock; col < part.n_cols; ++col) {
-        RowBlock<Format, 1>(w, row_bytes, n_rows, n_in, part.first_row + col, part, x_rows.data(), t0, t1, bias);
-      }
-    }
+    ForEachRowBlock<kRowBlock>(parts, WorthParallel(4 * n_rows * n_in * (t1 - t0)),
+                               [&](auto rb, int64_t row0, const OutputPart& part) {
+                                 RowBlock<Format, decltype(rb)::value>(w, row_bytes, n_rows, n_in, row0, part,
+                                                                       x_rows.data(), t0, t1, bias);
+                               });
   }
 }
 
@@ -208,7 +160,8 @@ void Dispatch(const Tensor& w, absl::Span<const OutputPart> parts, const std::ve
     case DType::kF32: return MatMulTyped<F32Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
     case DType::kF16: return MatMulTyped<F16Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
     case DType::kBF16: return MatMulTyped<BF16Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
-    case DType::kQ8_0: return MatMulTyped<Q8Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
+    case DType::kQ8_0:
+      return MatMulQ8(static_cast<const uint8_t*>(w.data), row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
   }
 }
 

@@ -116,21 +116,6 @@ inline float HalfToF32(uint16_t h) {
 #endif
 }
 
-// kLanes int8 values times a scale, as f32: cvt(q) * d, exact in f32 (see dtype.h Q8_0).
-inline VecF LoadQ8(const int8_t* q, float d) {
-#if defined(__AVX512F__)
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)), _mm512_set1_ps(d));
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
-  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), _mm256_set1_ps(d));
-#else
-  VecF v;
-  for (int i = 0; i < kLanes; ++i) v.lane[i] = static_cast<float>(q[i]) * d;
-  return v;
-#endif
-}
-
 // Asks for the cache line holding `p` to be brought into L2 (prefetcht1 on x86); no effect on
 // results. Used where access streams are too short for the hardware prefetchers to ramp up.
 inline void PrefetchToL2(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/2); }
@@ -153,34 +138,19 @@ struct BF16Weights {
   static VecF Load(const uint8_t* row, int64_t k) { return LoadBF16(reinterpret_cast<const uint16_t*>(row) + k); }
   static float Scalar(const uint8_t* row, int64_t k) { return BF16ToF32(reinterpret_cast<const uint16_t*>(row)[k]); }
 };
-// Q8_0 rows hold whole blocks (dtype.h), so K is a multiple of 32 and of kLanes: no scalar tail
-// reaches Scalar in a matmul, but embedding lookups use it.
-struct Q8Weights {
-  static constexpr int kVectorBytes = kLanes * kQ8BlockBytes / kQ8BlockSize;
-  static const uint8_t* Block(const uint8_t* row, int64_t k) { return row + (k / kQ8BlockSize) * kQ8BlockBytes; }
-  static float Scale(const uint8_t* block) {
-    uint16_t h;
-    std::memcpy(&h, block, sizeof h);
-    return HalfToF32(h);
-  }
-  static VecF Load(const uint8_t* row, int64_t k) {
-    const uint8_t* block = Block(row, k);
-    return LoadQ8(reinterpret_cast<const int8_t*>(block + 2 + k % kQ8BlockSize), Scale(block));
-  }
-  static float Scalar(const uint8_t* row, int64_t k) {
-    const uint8_t* block = Block(row, k);
-    return static_cast<float>(static_cast<int8_t>(block[2 + k % kQ8BlockSize])) * Scale(block);
-  }
-};
-
-// Scalar element of a weight row of any dtype.
-inline float LoadScalar(const void* row, int64_t i, DType dtype) {
+// Element i of a weight row of `cols` elements in any dtype (Q8_0 rows, dtype.h, are
+// multiplied by cpu/matmul_q8.cc; embedding lookups read them element by element here).
+inline float LoadScalar(const void* row, int64_t i, int64_t cols, DType dtype) {
   const auto* bytes = static_cast<const uint8_t*>(row);
   switch (dtype) {
     case DType::kF32: return F32Weights::Scalar(bytes, i);
     case DType::kF16: return F16Weights::Scalar(bytes, i);
     case DType::kBF16: return BF16Weights::Scalar(bytes, i);
-    case DType::kQ8_0: return Q8Weights::Scalar(bytes, i);
+    case DType::kQ8_0: {
+      uint16_t h;
+      std::memcpy(&h, Q8RowScales(bytes) + 2 * (i / kQ8BlockSize), sizeof h);
+      return static_cast<float>(Q8RowValues(bytes, cols)[i]) * HalfToF32(h);
+    }
   }
   return 0;
 }

@@ -14,17 +14,17 @@ namespace {
 
 constexpr float kMaxHalf = 65504.0f;
 
-// One block of kQ8BlockSize weights into kQ8BlockBytes bytes.
-void QuantizeBlock(const float* w, uint8_t* out) {
+// One block of kQ8BlockSize weights: its half scale into *scale, its values into q.
+void QuantizeBlock(const float* w, uint8_t* scale, int8_t* q) {
   float amax = 0;
   for (int i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(w[i]));
   const uint16_t half = F32ToF16(amax / 127.0f);
   const float d = F16ToF32(half);
-  std::memcpy(out, &half, sizeof half);
+  std::memcpy(scale, &half, sizeof half);
   for (int i = 0; i < kQ8BlockSize; ++i) {
     // d == 0: every weight of the block is 0, or too small for a half scale to represent.
-    const float q = d == 0.0f ? 0.0f : std::nearbyint(w[i] / d);
-    out[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f)));
+    const float v = d == 0.0f ? 0.0f : std::nearbyint(w[i] / d);
+    q[i] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
   }
 }
 
@@ -101,22 +101,22 @@ absl::StatusOr<std::vector<uint8_t>> QuantizeQ8(absl::Span<const float> values, 
   const size_t row_bytes = DTypeRowBytes(DType::kQ8_0, cols);
   std::vector<uint8_t> out(static_cast<size_t>(rows) * row_bytes);
   for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = out.data() + r * row_bytes;
+    int8_t* q = const_cast<int8_t*>(Q8RowValues(row, cols));
     for (int64_t b = 0; b < cols / kQ8BlockSize; ++b) {
-      QuantizeBlock(values.data() + r * cols + b * kQ8BlockSize, out.data() + r * row_bytes + b * kQ8BlockBytes);
+      QuantizeBlock(values.data() + r * cols + b * kQ8BlockSize, row + 2 * b, q + b * kQ8BlockSize);
     }
   }
   return out;
 }
 
 void DequantizeQ8Row(const uint8_t* row, int64_t cols, float* out) {
+  const int8_t* q = Q8RowValues(row, cols);
   for (int64_t b = 0; b < cols / kQ8BlockSize; ++b) {
-    const uint8_t* block = row + b * kQ8BlockBytes;
     uint16_t half;
-    std::memcpy(&half, block, sizeof half);
+    std::memcpy(&half, Q8RowScales(row) + 2 * b, sizeof half);
     const float d = F16ToF32(half);
-    for (int i = 0; i < kQ8BlockSize; ++i) {
-      out[b * kQ8BlockSize + i] = static_cast<float>(static_cast<int8_t>(block[2 + i])) * d;
-    }
+    for (int i = 0; i < kQ8BlockSize; ++i) out[b * kQ8BlockSize + i] = static_cast<float>(q[b * kQ8BlockSize + i]) * d;
   }
 }
 

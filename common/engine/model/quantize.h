@@ -30,8 +30,9 @@ void DequantizeQ8Row(const uint8_t* row, int64_t cols, float* out);
 // them: every matrix whose rows are whole blocks quantized and dequantized, in one F32
 // model.safetensors, beside copies of the other files (config.json, tokenizer files). Any tool
 // that reads F32 safetensors (a PyTorch reference, a perplexity script) then measures exactly
-// what quantization changed; the engine's int8 forward on `model_dir` equals its F32 forward on
-// `out_dir` bit for bit.
+// what quantizing the weights changed. The engine's int8 kernel also rounds each matrix
+// product's input to int8 per block of 32 (cpu/matmul_q8.cc); tests/reference/llama_reference.py
+// `quantize_activations` adds that to a torch forward.
 absl::Status WriteInt8RoundTripModel(const std::string& model_dir, const std::string& out_dir);
 
 }  // namespace splitspec::engine

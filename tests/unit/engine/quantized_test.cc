@@ -1,6 +1,7 @@
-// Int8 (Q8_0) weights: the quantizer's rounding, the CPU matmul on Q8_0 against the F32 matmul on
-// the dequantized weights (bit for bit), and a whole model loaded with --quantize int8 against
-// the F32 model make-model --int8-of writes.
+// Int8 (Q8_0) weights: the quantizer's rounding, the CPU matmul on Q8_0 against an exact
+// reference of its int8 arithmetic (activations quantized per block too, matmul_q8.cc) and
+// against the F32 matmul on the dequantized weights, its batch invariance, and a whole model
+// loaded with --quantize int8 against the F32 model make-model --int8-of writes.
 #include <omp.h>
 
 #include <gtest/gtest.h>
@@ -72,12 +73,43 @@ TEST(QuantizeQ8Test, RejectsPartialBlocksAndNonFiniteWeights) {
   EXPECT_FALSE(QuantizeQ8(std::vector<float>(64, 1.0f), 3, 32).ok());  // sizes disagree
 }
 
-// The same product on Q8_0 and on its dequantized F32 copy must give the same bits, for every
-// token alone and batched, with fused parts as with one matrix.
-TEST(QuantizedMatMulTest, EqualsTheF32MatMulOnDequantizedWeightsBitForBit) {
+// What the kernel computes for one output, in double: the token's activations quantized per
+// block of 32 (d = max|x| / 127, q = round-half-even(x / d)), exact integer block sums, scaled
+// by both blocks' scales. `bound` receives the float rounding the kernel may add (a few ulps of
+// the sum of the terms' magnitudes).
+double Int8Reference(const std::vector<uint8_t>& q8, int64_t row, int64_t n_in, const float* x,
+                     double* bound) {
+  const uint8_t* w_row = q8.data() + row * DTypeRowBytes(DType::kQ8_0, n_in);
+  double total = 0, magnitude = 0;
+  for (int64_t b = 0; b < n_in / kQ8BlockSize; ++b) {
+    float amax = 0;
+    for (int i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(x[b * kQ8BlockSize + i]));
+    const float x_scale = amax / 127.0f;
+    const float inverse = amax == 0.0f ? 0.0f : 127.0f / amax;
+    int64_t sum = 0;
+    for (int i = 0; i < kQ8BlockSize; ++i) {
+      const int64_t k = b * kQ8BlockSize + i;
+      const auto q = static_cast<int64_t>(std::nearbyint(x[k] * inverse));
+      sum += q * Q8RowValues(w_row, n_in)[k];
+    }
+    // The weight's scale is the one its block stores: dequantized weight / value, or 0.
+    uint16_t half;
+    std::memcpy(&half, Q8RowScales(w_row) + 2 * b, sizeof half);
+    const double term = static_cast<double>(sum) * F16ToF32(half) * x_scale;
+    total += term;
+    magnitude += std::fabs(term);
+  }
+  *bound = 1e-5 * magnitude + 1e-6;
+  return total;
+}
+
+// The Q8_0 product equals the exact int8 arithmetic up to float rounding, stays within the
+// activation rounding of the F32 product on the dequantized weights, and gives the same bits for
+// every token alone and batched, with fused parts as with one matrix.
+TEST(QuantizedMatMulTest, ComputesTheInt8ArithmeticOfEachTokenWhateverTheBatch) {
   std::unique_ptr<Backend> backend = CreateCpuBackend();
   for (const auto& [n_out, n_in, n_tokens] : {std::tuple{67, 96, 7}, std::tuple{5, 32, 16}, std::tuple{128, 192, 9},
-                                              std::tuple{3, 64, 1}}) {
+                                              std::tuple{3, 64, 1}, std::tuple{9, 1056, 4}}) {
     SCOPED_TRACE(::testing::Message() << n_out << "x" << n_in << ", " << n_tokens << " tokens");
     const std::vector<float> w_values = Gaussian(static_cast<size_t>(n_out * n_in), n_in, 0.05f);
     const std::vector<uint8_t> q8 = *QuantizeQ8(w_values, n_out, n_in);
@@ -90,13 +122,31 @@ TEST(QuantizedMatMulTest, EqualsTheF32MatMulOnDequantizedWeightsBitForBit) {
     const std::vector<float> b = Gaussian(n_out, 3);
     backend->Upload(b.data(), bias);
     Tensor x = *backend->Allocate(DType::kF32, n_tokens, n_in);
-    const std::vector<float> xv = Gaussian(static_cast<size_t>(n_tokens * n_in), 4);
+    std::vector<float> xv = Gaussian(static_cast<size_t>(n_tokens * n_in), 4);
+    for (int64_t k = 0; k < n_in; ++k) xv[k] = 0.0f;  // an all-zero token: scale 0
     backend->Upload(xv.data(), x);
     Tensor out_q = *backend->Allocate(DType::kF32, n_tokens, n_out);
     Tensor out_f = *backend->Allocate(DType::kF32, n_tokens, n_out);
     backend->MatMul(x, wq, &bias, out_q);
     backend->MatMul(x, wf, &bias, out_f);
-    EXPECT_EQ(std::memcmp(out_q.data, out_f.data, out_q.n_bytes()), 0);
+    for (int t = 0; t < n_tokens; ++t) {
+      const float* x_row = xv.data() + t * n_in;
+      for (int r = 0; r < n_out; ++r) {
+        double bound = 0;
+        const double expected = Int8Reference(q8, r, n_in, x_row, &bound) + b[r];
+        ASSERT_NEAR(out_q.row(t)[r], expected, bound) << "token " << t << " row " << r;
+        // Rounding a token's value moves it by at most half its block's step, d / 2.
+        double activation_bound = 1e-5;
+        for (int64_t blk = 0; blk < n_in / kQ8BlockSize; ++blk) {
+          float amax = 0;
+          for (int i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(x_row[blk * kQ8BlockSize + i]));
+          for (int i = 0; i < kQ8BlockSize; ++i) {
+            activation_bound += std::fabs(deq[r * n_in + blk * kQ8BlockSize + i]) * amax / 127.0 / 2;
+          }
+        }
+        ASSERT_NEAR(out_q.row(t)[r], out_f.row(t)[r], activation_bound) << "token " << t << " row " << r;
+      }
+    }
 
     const int saved_threads = omp_get_max_threads();
     omp_set_num_threads(1);
@@ -155,8 +205,10 @@ TEST(QuantizedMatMulTest, Q8TensorsMustHoldWholeBlocks) {
   EXPECT_FALSE(backend->Allocate(DType::kQ8_0, 4, 40).ok());
 }
 
-// A model loaded with int8 weights computes exactly what its F32 round-trip copy computes.
-TEST(QuantizedModelTest, Int8LoadEqualsTheF32RoundTripModelBitForBit) {
+// A model loaded with int8 weights computes what its F32 round-trip copy computes, up to the
+// rounding of its activations to int8, which moves logits about as much as rounding the weights
+// did (a tiny random model; on the trained target both change perplexity by 0.01-0.02%).
+TEST(QuantizedModelTest, Int8LoadStaysCloseToTheF32RoundTripModel) {
   for (const DType file_dtype : {DType::kF32, DType::kBF16}) {
     SCOPED_TRACE(DTypeName(file_dtype));
     testing::TestModelSpec spec;
@@ -189,9 +241,19 @@ TEST(QuantizedModelTest, Int8LoadEqualsTheF32RoundTripModelBitForBit) {
     const std::vector<float> r = logits(**reference);
     const std::vector<float> p = logits(**plain);
     ASSERT_EQ(q.size(), r.size());
-    EXPECT_EQ(std::memcmp(q.data(), r.data(), q.size() * sizeof(float)), 0);
-    // ... and quantization did change the logits (the comparison above is not vacuous).
-    EXPECT_NE(std::memcmp(q.data(), p.data(), q.size() * sizeof(float)), 0);
+    double activation_max = 0, activation_mean = 0, weight_mean = 0, scale = 0;
+    for (size_t i = 0; i < q.size(); ++i) {
+      activation_max = std::max(activation_max, std::fabs(double{q[i]} - r[i]));
+      activation_mean += std::fabs(double{q[i]} - r[i]) / static_cast<double>(q.size());
+      weight_mean += std::fabs(double{r[i]} - p[i]) / static_cast<double>(q.size());
+      scale = std::max(scale, std::fabs(double{p[i]}));
+    }
+    std::printf("int8 logits vs round trip: max %.3g, mean %.3g; round trip vs plain: mean %.3g; logit scale %.3g\n",
+                activation_max, activation_mean, weight_mean, scale);
+    EXPECT_GT(activation_max, 0.0);  // the activations were rounded: not the F32 path
+    EXPECT_LT(activation_mean, 0.01 * scale);
+    EXPECT_LT(activation_max, 0.08 * scale);
+    EXPECT_LT(activation_mean, 2 * weight_mean);  // the same order as rounding the weights
   }
 }
 
