@@ -117,7 +117,8 @@ const RegisterCommand kRegister(
     "                            tokenizer_config.json (vocabulary sized to that tokenizer)\n"
     "  --draft-of DIR            instead: copy DIR's first --layers N layers into a draft model\n"
     "  --layers N                layers of the draft (with --draft-of)\n"
-    "  --int8-of DIR             instead: write DIR's weights as --quantize int8 serves them (F32)\n",
+    "  --int8-of DIR             instead: write DIR's weights as --quantize int8 serves them (F32;\n"
+    "                            the engine also rounds activations to int8)\n",
     Run);
 
 }  // namespace

@@ -2,7 +2,8 @@
 // (tests/reference/llama_reference.py) on the same model files: every position's logits of
 // several prompts must agree to 1e-4. Variants cover GQA with tied and untied heads, F32 / F16 /
 // BF16 weights, Qwen2's q/k/v bias, llama3 rope scaling, sharded safetensors, int8 weights
-// (against torch on their dequantized F32 copy), and the trained default pair in models/.
+// (against torch on their dequantized F32 copy with int8-rounded activations, to a looser bound:
+// see kInt8MaxRelative), and the trained default pair in models/.
 // Each variant prints its max difference (the figure README.md quotes).
 #include <unistd.h>
 
