@@ -145,6 +145,34 @@ TEST(HfTokenizerTest, SentencePieceStyleWithByteFallback) {
   EXPECT_EQ(streamed, "hi €");
 }
 
+// Found by fuzzing (tests/fuzz/corpus/tokenizer_json/crash-strip-leading-spaces-window): with a
+// Strip over fused text, a stream that decoded only a window of recent tokens stripped that
+// window's leading spaces as if they began the text, and lost spaces the whole decode keeps.
+TEST(HfTokenizerTest, StreamingAStripOverFusedTextShowsWhatTheWholeDecodeShows) {
+  nlohmann::json tokenizer = nlohmann::json::parse(R"({
+    "added_tokens": [{"id": 0, "content": "<unk>", "special": true}],
+    "normalizer": null, "pre_tokenizer": null, "post_processor": null,
+    "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+                {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 2, "stop": 5}]},
+    "model": {"type": "BPE", "unk_token": "<unk>", "byte_fallback": true,
+              "vocab": {"<unk>": 0, "▁": 1, "h": 2, "<0xC3>": 3, "<0xA9>": 4}, "merges": []}
+  })");
+  auto t = Load(tokenizer);
+  ASSERT_NE(t, nullptr);
+  // 8 spaces (more than the stream's usual window), "é", 7 spaces, "h".
+  std::vector<int32_t> ids(8, 1);
+  for (int32_t id : {3, 4, 1, 1, 1, 1, 1, 1, 1, 2}) ids.push_back(id);
+  const std::string whole = t->Decode(ids);
+  EXPECT_EQ(whole, "      \xC3\xA9       h");  // 2 leading spaces stripped, none trailing
+  std::string streamed;
+  std::vector<int32_t> previous;
+  for (int32_t id : ids) {
+    streamed += t->DecodeIncremental(previous, id);
+    previous.push_back(id);
+  }
+  EXPECT_EQ(streamed, whole);
+}
+
 TEST(HfTokenizerTest, ModelDirectoryPrefersTokenizerJson) {
   testing::ScopedTempDir dir("hf_tokenizer_dir_");
   EXPECT_EQ(TokenizerPathInModelDir(dir.path()), dir.Join("tokenizer.model"));

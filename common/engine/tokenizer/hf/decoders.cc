@@ -150,6 +150,15 @@ void Decoders::ApplyStep(const Step& step, std::vector<DecodePiece>* pieces) {
   }
 }
 
+bool Decoders::DependsOnWholeText() const {
+  bool merged = false;
+  for (const Step& step : steps_) {
+    if (step.kind == Step::kFuse || step.kind == Step::kByteLevel || step.kind == Step::kByteFallback) merged = true;
+    if (step.kind == Step::kStrip && merged && (step.start > 0 || step.stop > 0)) return true;
+  }
+  return false;
+}
+
 std::string Decoders::Apply(std::vector<DecodePiece> pieces) const {
   for (const Step& step : steps_) ApplyStep(step, &pieces);
   std::string text;

@@ -26,6 +26,10 @@ class Decoders {
   // `config` is tokenizer.json's "decoder" value (null: token strings are concatenated).
   static absl::StatusOr<Decoders> FromJson(const nlohmann::json& config);
   std::string Apply(std::vector<DecodePiece> pieces) const;
+  // True when a token's text can depend on tokens far before it: a Strip that removes leading or
+  // trailing characters of text already merged across tokens (by Fuse, ByteLevel or
+  // ByteFallback) strips at the start and end of the whole text, not of a window of it.
+  bool DependsOnWholeText() const;
 
  private:
   struct Step {

@@ -110,10 +110,15 @@ class HfTokenizer final : public Tokenizer {
   std::string Decode(const std::vector<int32_t>& ids) const override { return Sanitize(DecodeBytes(ids)); }
 
   std::string DecodeIncremental(const std::vector<int32_t>& previous, int32_t next) const override {
-    // Decode a short window before `next` with and without it; the new complete characters
-    // are the difference. Bytes of a character cut short were held back by earlier calls
+    // Decode a window before `next` with and without it; the new complete characters are the
+    // difference. Bytes of a character cut short were held back by earlier calls
     // and come out with the token that completes them.
+    // A window must not start where the decoders would treat its start as the text's start:
+    // with a Strip over merged text (Llama-2's tokenizer.json strips one leading space) the window
+    // is the whole sequence, an O(length) decode per token, so that stripping happens only where
+    // decoding the whole sequence does it.
     size_t start = previous.size(), visible = 0;
+    if (decoders_.DependsOnWholeText()) start = 0;
     while (start > 0 && visible < kIncrementalContext) {
       --start;
       if (!IsSpecial(previous[start])) ++visible;
