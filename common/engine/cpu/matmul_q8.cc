@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "common/engine/cpu/kernels.h"
@@ -62,33 +63,46 @@ class QuantizedTokens {
     offsets_.assign(static_cast<size_t>(n * padded_ / kGroup), 0);
     for (int64_t t = 0; t < n; ++t) QuantizeRow(x_rows[t0 + t], n_in, t);
   }
-  // Token t's int8 values (padded length), the block scale of each group of 4, and 128 x the
-  // sum of each group's values (what the VNNI path's unsigned weights add; see DotTile).
+  // Token t's int8 values (padded length), the block scale of each group of 4, and -128 x the
+  // sum of each group's values (what the VNNI path's unsigned weights add, negated: the VNNI
+  // sums start from it; see DotTile).
   const int8_t* values(int64_t t) const { return values_.data() + t * padded_; }
   const float* scales(int64_t t) const { return scales_.data() + t * padded_ / kGroup; }
   const int32_t* offsets(int64_t t) const { return offsets_.data() + t * padded_ / kGroup; }
 
  private:
+  // Quantizes block by block: scale d = max|x| / 127, values round-half-even(x * 127 / max|x|).
+  // A block holding an inf or NaN gets a NaN scale, and its products NaN, as the F32 kernels
+  // would give (rounding a NaN to int8 would be undefined).
   void QuantizeRow(const float* x, int64_t n_in, int64_t t) {
     int8_t* q = values_.data() + t * padded_;
     float* scales = scales_.data() + t * padded_ / kGroup;
     int32_t* offsets = offsets_.data() + t * padded_ / kGroup;
+    constexpr int kGroups = kQ8BlockSize / kGroup;
     for (int64_t b = 0; b < n_in / kQ8BlockSize; ++b) {
       const float* xb = x + b * kQ8BlockSize;
+      int8_t* qb = q + b * kQ8BlockSize;
       float amax = 0;
-      for (int i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(xb[i]));
+      bool finite = true;
+      for (int i = 0; i < kQ8BlockSize; ++i) {
+        amax = std::max(amax, std::fabs(xb[i]));
+        finite = finite && std::isfinite(xb[i]);  // std::max would drop a NaN
+      }
+      if (!finite) {
+        std::fill(scales + b * kGroups, scales + (b + 1) * kGroups, std::numeric_limits<float>::quiet_NaN());
+        continue;  // values and offsets stay 0
+      }
       const float d = amax / 127.0f;
       const float inverse = amax == 0.0f ? 0.0f : 127.0f / amax;
       for (int i = 0; i < kQ8BlockSize; ++i) {
         // |x| * 127 / amax <= 127 up to rounding, which nearbyint cannot carry past 127.
-        q[b * kQ8BlockSize + i] = static_cast<int8_t>(std::clamp(std::nearbyint(xb[i] * inverse), -127.0f, 127.0f));
+        qb[i] = static_cast<int8_t>(std::clamp(std::nearbyint(xb[i] * inverse), -127.0f, 127.0f));
       }
-      for (int g = 0; g < kQ8BlockSize / kGroup; ++g) {
-        const int64_t lane = b * (kQ8BlockSize / kGroup) + g;
-        scales[lane] = d;
+      for (int g = 0; g < kGroups; ++g) {
+        scales[b * kGroups + g] = d;
         int32_t sum = 0;
-        for (int i = 0; i < kGroup; ++i) sum += q[lane * kGroup + i];
-        offsets[lane] = 128 * sum;
+        for (int i = 0; i < kGroup; ++i) sum += qb[g * kGroup + i];
+        offsets[b * kGroups + g] = -128 * sum;
       }
     }
   }
@@ -125,8 +139,9 @@ alignas(64) constexpr int32_t kPairScaleIndex[8][16] = {
 };
 
 // result[r][t] for an RB x TB tile. VNNI multiplies unsigned by signed bytes, so the weights are
-// made unsigned by adding 128 (an exclusive-or of the sign bit) and 128 x the token's group sum
-// is subtracted again: exact integers either way.
+// made unsigned by adding 128 (an exclusive-or of the sign bit), and each group sum starts from
+// -128 x the token's group sum, which takes that back: exact integers either way. Starting there
+// rather than subtracting afterwards saves one of the five instructions per row, token and step.
 template <int RB, int TB>
 void DotTile(const uint8_t* const* w_rows, int64_t n_in, const QuantizedTokens& x, int64_t t, const char* prefetch,
              size_t prefetch_bytes_per_step, float result[RB][TB]) {
@@ -161,7 +176,7 @@ void DotTile(const uint8_t* const* w_rows, int64_t n_in, const QuantizedTokens& 
       const __m512i offset = _mm512_loadu_si512(x.offsets(t + j) + step * kStepLanes);
       const __m512 x_scale = _mm512_loadu_ps(x.scales(t + j) + step * kStepLanes);
       for (int r = 0; r < RB; ++r) {
-        const __m512i sums = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w[r], xq), offset);
+        const __m512i sums = _mm512_dpbusd_epi32(offset, w[r], xq);
         acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(w_scale[r], x_scale), acc[r][j]);
       }
     }

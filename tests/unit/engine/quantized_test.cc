@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "common/engine/backend.h"
@@ -180,6 +181,32 @@ TEST(QuantizedMatMulTest, ComputesTheInt8ArithmeticOfEachTokenWhateverTheBatch) 
     }
     for (Tensor* t : {&wq, &wf, &bias, &x, &out_q, &out_f, &single}) backend->Free(*t);
   }
+}
+
+// A token whose activations hold a NaN or an inf (a diverged sequence) gets NaN outputs, as with
+// F32 weights, and leaves the other tokens of the batch as they are alone.
+TEST(QuantizedMatMulTest, NonFiniteTokensGiveNaNAndLeaveTheOthersAlone) {
+  std::unique_ptr<Backend> backend = CreateCpuBackend();
+  const int64_t n_out = 8, n_in = 64;
+  const std::vector<uint8_t> q8 = *QuantizeQ8(Gaussian(static_cast<size_t>(n_out * n_in), 5, 0.05f), n_out, n_in);
+  Tensor wq = *backend->Allocate(DType::kQ8_0, n_out, n_in);
+  backend->Upload(q8.data(), wq);
+  std::vector<float> xv = Gaussian(static_cast<size_t>(3 * n_in), 6);
+  xv[n_in + 40] = std::numeric_limits<float>::quiet_NaN();  // token 1
+  xv[2 * n_in + 3] = -std::numeric_limits<float>::infinity();  // token 2
+  Tensor x = *backend->Allocate(DType::kF32, 3, n_in);
+  backend->Upload(xv.data(), x);
+  Tensor both = *backend->Allocate(DType::kF32, 3, n_out);
+  Tensor alone = *backend->Allocate(DType::kF32, 1, n_out);
+  backend->MatMul(x, wq, nullptr, both);
+  const std::vector<int32_t> first = {0};
+  backend->MatMul(x, wq, nullptr, alone, first);
+  EXPECT_EQ(std::memcmp(both.row(0), alone.row(0), n_out * sizeof(float)), 0);
+  for (int r = 0; r < n_out; ++r) {
+    EXPECT_TRUE(std::isnan(both.row(1)[r])) << r;
+    EXPECT_TRUE(std::isnan(both.row(2)[r])) << r;
+  }
+  for (Tensor* t : {&wq, &x, &both, &alone}) backend->Free(*t);
 }
 
 TEST(QuantizedMatMulTest, EmbeddingRowsOfAQ8TableAreItsDequantizedRows) {
