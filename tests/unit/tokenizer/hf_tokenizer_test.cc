@@ -90,6 +90,24 @@ TEST(HfTokenizerTest, StripDecoderContentIsOneCharacter) {
   EXPECT_TRUE(LoadHfTokenizerFromJson(tokenizer.dump(), "").ok());
 }
 
+// Found by fuzzing (tests/fuzz/corpus/tokenizer_json/crash-strip-count-out-of-range): a Strip
+// count of 5e20 was converted to int, which is undefined; counts are non-negative integers.
+TEST(HfTokenizerTest, StripDecoderCountsAreNonNegativeIntegers) {
+  for (const nlohmann::json& count : {nlohmann::json(5e20), nlohmann::json(-1), nlohmann::json(1.5),
+                                      nlohmann::json("2"), nlohmann::json(uint64_t{1} << 40)}) {
+    for (const char* key : {"start", "stop"}) {
+      nlohmann::json tokenizer = ByteLevelTokenizer();
+      tokenizer["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}};
+      tokenizer["decoder"][key] = count;
+      auto loaded = LoadHfTokenizerFromJson(tokenizer.dump(), "");
+      EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument) << key << " = " << count.dump();
+    }
+  }
+  nlohmann::json tokenizer = ByteLevelTokenizer();
+  tokenizer["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", 0}, {"stop", 3}};
+  EXPECT_TRUE(LoadHfTokenizerFromJson(tokenizer.dump(), "").ok());
+}
+
 TEST(HfTokenizerTest, BrokenFilesAreErrors) {
   EXPECT_FALSE(LoadHfTokenizerFromJson("{not json", "").ok());
   EXPECT_FALSE(LoadHfTokenizerFromJson("[]", "").ok());

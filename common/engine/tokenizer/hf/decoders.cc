@@ -25,6 +25,20 @@ int ByteTokenValue(const std::string& text) {
   return value;
 }
 
+// A Strip decoder's "start" or "stop" (0 when absent): a count of characters, so a non-negative
+// integer (Hugging Face reads a usize). Anything else is an error rather than a conversion: a
+// float too large for an int would make the conversion undefined.
+absl::StatusOr<int> StripCount(const nlohmann::json& config, const char* key) {
+  if (!config.contains(key)) return 0;
+  const nlohmann::json& value = config[key];
+  constexpr uint64_t kMaxCount = uint64_t{1} << 20;  // more than any text a decode produces
+  if (!value.is_number_unsigned() || value.get<uint64_t>() > kMaxCount) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer.json: Strip decoder \"", key, "\" must be an integer from 0 to ", kMaxCount));
+  }
+  return static_cast<int>(value.get<uint64_t>());
+}
+
 }  // namespace
 
 absl::StatusOr<Decoders> Decoders::FromJson(const nlohmann::json& config) {
@@ -69,8 +83,11 @@ absl::Status Decoders::Add(const nlohmann::json& config) {
         length != step.content.size()) {
       return absl::InvalidArgumentError("tokenizer.json: Strip decoder content must be exactly one character");
     }
-    step.start = config.value("start", 0);
-    step.stop = config.value("stop", 0);
+    absl::StatusOr<int> start = StripCount(config, "start"), stop = StripCount(config, "stop");
+    if (!start.ok()) return start.status();
+    if (!stop.ok()) return stop.status();
+    step.start = *start;
+    step.stop = *stop;
   } else if (type == "Metaspace") {
     step.kind = Step::kMetaspace;
     step.content = config.value("replacement", std::string("\xE2\x96\x81"));
