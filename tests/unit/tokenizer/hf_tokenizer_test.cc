@@ -108,6 +108,26 @@ TEST(HfTokenizerTest, StripDecoderCountsAreNonNegativeIntegers) {
   EXPECT_TRUE(LoadHfTokenizerFromJson(tokenizer.dump(), "").ok());
 }
 
+// Found by fuzzing (tests/fuzz/corpus/tokenizer_json/crash-template-id-outside-vocab): a
+// TemplateProcessing special token with id 5551 in a vocabulary of 11 made Encode return it.
+TEST(HfTokenizerTest, TemplateProcessingIdsMustBeInTheVocabulary) {
+  auto with_id = [](const nlohmann::json& id) {
+    nlohmann::json tokenizer = ByteLevelTokenizer();
+    tokenizer["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", {{{"SpecialToken", {{"id", "<|end|>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"special_tokens", {{"<|end|>", {{"id", "<|end|>"}, {"ids", {id}}, {"tokens", {"<|end|>"}}}}}}};
+    return LoadHfTokenizerFromJson(tokenizer.dump(), "");
+  };
+  for (const nlohmann::json& id : {nlohmann::json(5551), nlohmann::json(8), nlohmann::json(-1), nlohmann::json(2.5),
+                                   nlohmann::json(1e30)}) {
+    EXPECT_EQ(with_id(id).status().code(), absl::StatusCode::kInvalidArgument) << id.dump();
+  }
+  auto in_range = with_id(6);
+  ASSERT_TRUE(in_range.ok()) << in_range.status();
+  EXPECT_EQ((*in_range)->Encode("a", /*add_bos=*/true), (std::vector<int32_t>{6, 2}));
+}
+
 TEST(HfTokenizerTest, BrokenFilesAreErrors) {
   EXPECT_FALSE(LoadHfTokenizerFromJson("{not json", "").ok());
   EXPECT_FALSE(LoadHfTokenizerFromJson("[]", "").ok());

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -84,6 +85,14 @@ class HfTokenizer final : public Tokenizer {
     if (absl::Status s = t->LoadPostProcessor(tokenizer.value("post_processor", nlohmann::json())); !s.ok()) return s;
     t->vocab_size_ = t->model_->size();
     for (const hf::AddedToken& token : t->added_.tokens()) t->vocab_size_ = std::max(t->vocab_size_, token.id + 1);
+    for (const std::vector<int32_t>* ids : {&t->prefix_ids_, &t->suffix_ids_}) {
+      for (const int32_t id : *ids) {
+        if (id >= t->vocab_size_) {
+          return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: TemplateProcessing adds token id ", id,
+                                                         ", outside the vocabulary of ", t->vocab_size_));
+        }
+      }
+    }
     t->bos_id_ = t->IdOf(ConfigToken(config, "bos_token"));
     if (t->bos_id_ < 0 && !t->prefix_ids_.empty()) t->bos_id_ = t->prefix_ids_.front();
     t->eos_id_ = t->IdOf(ConfigToken(config, "eos_token"));
@@ -198,7 +207,13 @@ class HfTokenizer final : public Tokenizer {
       if (!specials.contains(name) || !specials[name].contains("ids")) {
         return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: TemplateProcessing names unknown special token \"", name, "\""));
       }
-      for (const nlohmann::json& id : specials[name]["ids"]) (seen_sequence ? suffix_ids_ : prefix_ids_).push_back(id.get<int32_t>());
+      for (const nlohmann::json& id : specials[name]["ids"]) {
+        if (!id.is_number_unsigned() || id.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("tokenizer.json: TemplateProcessing token \"", name, "\" has id ", id.dump(), ", not a token id"));
+        }
+        (seen_sequence ? suffix_ids_ : prefix_ids_).push_back(static_cast<int32_t>(id.get<uint64_t>()));
+      }
     }
     return absl::OkStatus();
   }
