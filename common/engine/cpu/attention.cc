@@ -2,8 +2,9 @@
 //
 // Each (token, head) pair is computed by one thread from scratch: scores over the visible
 // KV positions in increasing position order, a two-pass softmax, then the weighted sum of V
-// in the same order (the query heads that share a KV head run side by side, each in that order). A tree node therefore produces the bits its root-to-node path produces
-// when run as a chain, and no result depends on what else is in the batch.
+// in the same order (the query heads that share a KV head run side by side, each in that
+// order). A tree node therefore produces the bits its root-to-node path produces when run as a
+// chain, and no result depends on what else is in the batch.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -32,10 +32,6 @@ constexpr int kRowBlock = 2;  // 8 accumulators + 4 activations + 1 weight of 16
 constexpr int kTokenBlock = 4;
 #endif
 constexpr int64_t kTokenTile = 128;  // activations of one tile stay in L2 while W streams
-// How far ahead (in row blocks) the prefetch runs: one block is too close to hide DRAM
-// latency, four brought no further gain (measured 1, 2, 4; L2 rather than L1 measured better).
-constexpr int kPrefetchBlocks = 2;
-constexpr int kCacheLine = 64;
 
 // result[r][t] = dot(w_rows[r], x_rows[t]) for an RB x TB tile. When `prefetch` is set, the
 // RB rows' worth of bytes starting there are prefetched, kPrefetchBytesPerStep per k-step.
@@ -48,10 +44,7 @@ inline void DotTile(const uint8_t* const* w_rows, const float* const* x_rows, in
     for (int t = 0; t < TB; ++t) acc[r][t] = Zero();
   int64_t k = 0;
   for (; k + kLanes <= n_in; k += kLanes) {
-    if (prefetch != nullptr) {
-      const char* p = prefetch + (k / kLanes) * kPrefetchBytesPerStep;
-      for (int line = 0; line < kPrefetchBytesPerStep; line += kCacheLine) PrefetchToL2(p + line);
-    }
+    PrefetchStep(prefetch, k / kLanes, kPrefetchBytesPerStep);
     VecF xv[TB];
     for (int t = 0; t < TB; ++t) xv[t] = Load(x_rows[t] + k);
     for (int r = 0; r < RB; ++r) {
@@ -118,8 +111,7 @@ void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, 
   // Only the first token tile of a block streams its rows from memory; later tiles find them
   // in cache, so they skip the prefetch. W is one contiguous matrix, so the prefetch runs on
   // across parts.
-  const int64_t ahead = row0 + kPrefetchBlocks * RB;
-  const char* prefetch = ahead + RB <= n_rows ? reinterpret_cast<const char*>(w + ahead * row_bytes) : nullptr;
+  const char* prefetch = RowsToPrefetch(w, row_bytes, n_rows, row0, RB);
   TileRows<Format, RB>(w_rows, n_in, row0, part, x_rows, t_begin, t_end, bias, prefetch);
 }
 

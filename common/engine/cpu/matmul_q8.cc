@@ -37,8 +37,6 @@ namespace {
 
 constexpr int64_t kTokenTile = 128;  // tokens quantized at a time: bounded scratch for long prefills
 constexpr int kGroup = 4;            // products summed exactly into one int32 lane
-constexpr int kCacheLine = 64;
-constexpr int kPrefetchBlocks = 2;   // row blocks ahead, as in the float kernels (matmul.cc)
 
 #if defined(SPLITSPEC_Q8_AVX512_VNNI)
 constexpr int kRowBlock = 4;  // 12 accumulators, 4 weight vectors, 4 scale sets of 32 registers
@@ -119,15 +117,6 @@ inline float Scale(const uint8_t* row, int64_t block) {
   return HalfToF32(h);
 }
 
-// Asks for the step's share of the next rows (see matmul.cc: short row streams end before the
-// hardware prefetchers ramp up).
-template <int RB>
-inline void PrefetchStep(const char* prefetch, int64_t step, size_t bytes_per_step) {
-  if (prefetch == nullptr) return;
-  const char* p = prefetch + step * bytes_per_step;
-  for (size_t line = 0; line < bytes_per_step; line += kCacheLine) PrefetchToL2(p + line);
-}
-
 #if defined(SPLITSPEC_Q8_AVX512_VNNI)
 
 // Lanes 0-7 take block 2j's scale and lanes 8-15 block 2j + 1's, from 16 scales in a register.
@@ -162,7 +151,7 @@ void DotTile(const uint8_t* const* w_rows, int64_t n_in, const QuantizedTokens& 
         scales16[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, Q8RowScales(w_rows[r]) + 4 * step));
       }
     }
-    PrefetchStep<RB>(prefetch, step, prefetch_bytes_per_step);
+    PrefetchStep(prefetch, step, prefetch_bytes_per_step);
     const __m512i pick = _mm512_load_si512(kPairScaleIndex[step % 8]);
     const __mmask64 bytes = 2 * step + 1 < n_blocks ? ~__mmask64{0} : __mmask64{0xffffffff};
     __m512i w[RB];
@@ -207,7 +196,7 @@ void DotTile(const uint8_t* const* w_rows, int64_t n_in, const QuantizedTokens& 
   for (int r = 0; r < RB; ++r)
     for (int j = 0; j < TB; ++j) acc[r][j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
-    PrefetchStep<RB>(prefetch, b, prefetch_bytes_per_step);
+    PrefetchStep(prefetch, b, prefetch_bytes_per_step);
     __m256i w[RB];
     __m256 w_scale[RB];
     for (int r = 0; r < RB; ++r) {
@@ -241,7 +230,7 @@ void DotTile(const uint8_t* const* w_rows, int64_t n_in, const QuantizedTokens& 
       const int8_t* q = x.values(t + j);
       float acc[kStepLanes] = {};
       for (int64_t b = 0; b < n_blocks; ++b) {
-        PrefetchStep<RB>(r == 0 && j == 0 ? prefetch : nullptr, b, prefetch_bytes_per_step);
+        PrefetchStep(r == 0 && j == 0 ? prefetch : nullptr, b, prefetch_bytes_per_step);
         const float w_scale = Scale(w_rows[r], b);
         for (int lane = 0; lane < kStepLanes; ++lane) {
           const int64_t first = b * kQ8BlockSize + lane * kGroup;
@@ -282,8 +271,7 @@ void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, 
               const OutputPart& part, const QuantizedTokens& x, int64_t t_begin, int64_t t_end, const float* bias) {
   const uint8_t* w_rows[RB];
   for (int r = 0; r < RB; ++r) w_rows[r] = w + (row0 + r) * row_bytes;
-  const int64_t ahead = row0 + kPrefetchBlocks * RB;
-  const char* prefetch = ahead + RB <= n_rows ? reinterpret_cast<const char*>(w + ahead * row_bytes) : nullptr;
+  const char* prefetch = RowsToPrefetch(w, row_bytes, n_rows, row0, RB);
   const int64_t n_steps = (n_in + kStepWeights - 1) / kStepWeights;
   const size_t prefetch_bytes_per_step = (RB * row_bytes + n_steps - 1) / n_steps;
   int64_t t = t_begin;

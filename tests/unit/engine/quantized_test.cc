@@ -74,6 +74,12 @@ TEST(QuantizeQ8Test, RejectsPartialBlocksAndNonFiniteWeights) {
   EXPECT_FALSE(QuantizeQ8(std::vector<float>(64, 1.0f), 3, 32).ok());  // sizes disagree
 }
 
+float BlockAbsMax(const float* x, int64_t block) {
+  float amax = 0;
+  for (int i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(x[block * kQ8BlockSize + i]));
+  return amax;
+}
+
 // What the kernel computes for one output, in double: the token's activations quantized per
 // block of 32 (d = max|x| / 127, q = round-half-even(x / d)), exact integer block sums, scaled
 // by both blocks' scales. `bound` receives the float rounding the kernel may add (a few ulps of
@@ -83,8 +89,7 @@ double Int8Reference(const std::vector<uint8_t>& q8, int64_t row, int64_t n_in, 
   const uint8_t* w_row = q8.data() + row * DTypeRowBytes(DType::kQ8_0, n_in);
   double total = 0, magnitude = 0;
   for (int64_t b = 0; b < n_in / kQ8BlockSize; ++b) {
-    float amax = 0;
-    for (int i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(x[b * kQ8BlockSize + i]));
+    const float amax = BlockAbsMax(x, b);
     const float x_scale = amax / 127.0f;
     const float inverse = amax == 0.0f ? 0.0f : 127.0f / amax;
     int64_t sum = 0;
@@ -139,8 +144,7 @@ TEST(QuantizedMatMulTest, ComputesTheInt8ArithmeticOfEachTokenWhateverTheBatch) 
         // Rounding a token's value moves it by at most half its block's step, d / 2.
         double activation_bound = 1e-5;
         for (int64_t blk = 0; blk < n_in / kQ8BlockSize; ++blk) {
-          float amax = 0;
-          for (int i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(x_row[blk * kQ8BlockSize + i]));
+          const float amax = BlockAbsMax(x_row, blk);
           for (int i = 0; i < kQ8BlockSize; ++i) {
             activation_bound += std::fabs(deq[r * n_in + blk * kQ8BlockSize + i]) * amax / 127.0 / 2;
           }

@@ -45,6 +45,7 @@ absl::StatusOr<Decoders> Decoders::FromJson(const nlohmann::json& config) {
   Decoders decoders;
   if (config.is_null()) return decoders;
   if (absl::Status s = decoders.Add(config); !s.ok()) return s;
+  decoders.depends_on_whole_text_ = decoders.ComputeDependsOnWholeText();
   return decoders;
 }
 
@@ -167,7 +168,7 @@ void Decoders::ApplyStep(const Step& step, std::vector<DecodePiece>* pieces) {
   }
 }
 
-bool Decoders::DependsOnWholeText() const {
+bool Decoders::ComputeDependsOnWholeText() const {
   bool merged = false;
   for (const Step& step : steps_) {
     if (step.kind == Step::kFuse || step.kind == Step::kByteLevel || step.kind == Step::kByteFallback) merged = true;

@@ -29,7 +29,7 @@ class Decoders {
   // True when a token's text can depend on tokens far before it: a Strip that removes leading or
   // trailing characters of text already merged across tokens (by Fuse, ByteLevel or
   // ByteFallback) strips at the start and end of the whole text, not of a window of it.
-  bool DependsOnWholeText() const;
+  bool DependsOnWholeText() const { return depends_on_whole_text_; }
 
  private:
   struct Step {
@@ -40,8 +40,10 @@ class Decoders {
   };
   absl::Status Add(const nlohmann::json& config);
   static void ApplyStep(const Step& step, std::vector<DecodePiece>* pieces);
+  bool ComputeDependsOnWholeText() const;
 
   std::vector<Step> steps_;
+  bool depends_on_whole_text_ = false;  // computed once by FromJson: asked at every streamed token
 };
 
 }  // namespace splitspec::engine::hf
