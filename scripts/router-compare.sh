@@ -9,7 +9,7 @@
 #       [--policies none,static:1,static:3,static:5,sglang-tiers,smartspec,smartspec:request,
 #                   smartspec:noprefix,analytical]
 #       [--workload mix] [--levels 1:30,4:10,16:3] [--passes 2] [--drain 90] [--max-tokens 64]
-#       [--latency-model configs/latency/cpu-2core-default-pair.json] [--no-pin] [--out DIR]
+#       [--latency-model configs/latency/cpu-2core-epyc-f32-pair.json] [--no-pin] [--out DIR]
 #       [--router-flags "--max-k 32 ..."]
 #
 # --levels RATE:SECONDS,...: Poisson arrivals at RATE req/s for SECONDS each, so every cell
@@ -41,7 +41,7 @@ levels="1:30,4:10,16:3"
 passes=2
 drain=90
 max_tokens=64
-latency_model=configs/latency/cpu-2core-default-pair.json
+latency_model=configs/latency/cpu-2core-epyc-f32-pair.json
 pin=1
 out=""
 router_extra=""

@@ -3,17 +3,20 @@
 # drafter, and a router over them; waits until each one serves, then keeps serving until
 # Ctrl-C (or, with --demo, generates from a sample prompt and exits).
 #
-#   scripts/run-local.sh [--demo] [--policy static:3] [--port 50050] [--build-dir build]
-#                        [--target DIR --draft DIR] [--prompt TEXT] [--max-tokens N]
+#   scripts/run-local.sh [--demo] [--policy smartspec] [--port 50050] [--build-dir build]
+#                        [--target DIR --draft DIR] [--latency-model FILE] [--prompt TEXT] [--max-tokens N]
 #
 # Without --target/--draft it uses models/{target,draft} (the bundled trained pair) when present, otherwise a
 # random pair made once with `splitspec make-model` under ${XDG_CACHE_HOME:-~/.cache}/splitspec.
+# The router's latency model (which smartspec plans with, and refits as it runs) defaults to the
+# bundled pair's profile, configs/latency/cpu-2core-epyc-f32-pair.json.
 # Ports: router PORT, verifier PORT+1, model drafter PORT+2, n-gram drafter PORT+3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=build
-policy=static:3
+policy=smartspec
+latency_model=configs/latency/cpu-2core-epyc-f32-pair.json
 port=50050
 demo=0
 target=""
@@ -29,9 +32,10 @@ while (($#)); do
     --build-dir) build="$2"; shift ;;
     --target) target="$2"; shift ;;
     --draft) draft="$2"; shift ;;
+    --latency-model) latency_model="$2"; shift ;;
     --prompt) prompt="$2"; shift ;;
     --max-tokens) max_tokens="$2"; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -100,7 +104,7 @@ start drafter-model "$bin/splitspec-drafter" --model "$draft" --port $((port + 2
 start drafter-ngram "$bin/splitspec-drafter" --ngram --port $((port + 3)) --metrics-port 9403
 start router "$bin/splitspec-router" --verifier "127.0.0.1:$((port + 1))" \
   --drafter "model=127.0.0.1:$((port + 2))" --drafter "ngram=127.0.0.1:$((port + 3))" \
-  --policy "$policy" --port "$port"
+  --policy "$policy" --latency-model "$latency_model" --port "$port"
 
 # tokens_per_second LOG: the figure from the "[... N tokens/s ...]" line `generate` ends with.
 tokens_per_second() { sed -n 's/.* \([0-9.]*\) tokens\/s.*/\1/p' "$1" | tail -1; }

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Tests of the training tools that the bundled pair depends on (tools/train/): growing a model
 keeps its function and leaves no weight stuck; the fast training attention equals the reference
-attention; a stage interrupted and resumed ends with the same weights as one run straight through.
+attention; a stage interrupted and resumed ends with the same weights as one run straight through;
+a run continued from an earlier pair (--start-from) keeps its tokenizer and says which stages ran.
 
   /usr/bin/python3 tests/reference/train_tools_test.py
 """
@@ -157,6 +158,54 @@ class ResumableTest(unittest.TestCase):
             again = self.run_stage(work, stop_at=1)  # would raise if a step ran
             for name in first:
                 self.assertTrue(torch.equal(first[name], again[name]), name)
+
+
+class StartFromTest(unittest.TestCase):
+    def test_the_earlier_pairs_tokenizer_is_reused(self):
+        with tempfile.TemporaryDirectory() as earlier, tempfile.TemporaryDirectory() as work:
+            os.makedirs(os.path.join(earlier, "target"))
+            with open(os.path.join(earlier, "target", "tokenizer.model"), "wb") as f:
+                f.write(b"earlier pieces")
+            train_pair.reuse_tokenizer(earlier, work)
+            with open(os.path.join(work, "tokenizer.model"), "rb") as f:
+                self.assertEqual(f.read(), b"earlier pieces")
+
+    def test_an_earlier_pair_without_a_tokenizer_is_refused(self):
+        with tempfile.TemporaryDirectory() as earlier, tempfile.TemporaryDirectory() as work:
+            with self.assertRaises(SystemExit):
+                train_pair.reuse_tokenizer(earlier, work)
+            self.assertFalse(os.path.exists(os.path.join(work, "tokenizer.model")))
+
+    def test_a_work_dir_does_not_resume_a_run_from_another_start(self):
+        preset = train_pair.PRESETS["smoke"]
+        with tempfile.TemporaryDirectory() as work:
+            train_pair.check_work_dir(work, "smoke", preset, 1, "/pairs/a")
+            train_pair.check_work_dir(work, "smoke", preset, 1, "/pairs/a")
+            with self.assertRaises(SystemExit):
+                train_pair.check_work_dir(work, "smoke", preset, 1, "/pairs/b")
+            with self.assertRaises(SystemExit):
+                train_pair.check_work_dir(work, "smoke", preset, 1)
+
+    def stage_lines(self, start_from):
+        p = train_pair.PRESETS["smoke"]
+        facts = {key: p[key] for key in ("seq_len", "batch", "seed_seq_len", "seed_batch", "seed_steps", "seed_lr",
+                                         "target_steps", "target_lr", "anneal_steps", "anneal_lr", "anneal_mixture",
+                                         "draft_steps", "draft_lr")}
+        facts["seed_config"] = p["seed"]
+        if start_from:
+            facts["start_from"] = start_from
+        return "\n".join(train_pair.training_stage_lines(facts))
+
+    def test_the_report_says_which_stages_ran(self):
+        continued = self.stage_lines("models/")
+        self.assertIn("not rerun", continued)
+        self.assertIn("--start-from models/", continued)
+        self.assertIn("continued from the earlier draft", continued)
+        self.assertIn("- anneal:", continued)
+        fresh = self.stage_lines(None)
+        self.assertIn("- seed:", fresh)
+        self.assertNotIn("not rerun", fresh)
+        self.assertNotIn("continued from", fresh)
 
 
 if __name__ == "__main__":

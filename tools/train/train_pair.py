@@ -27,6 +27,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -85,7 +86,13 @@ PRESETS = {
         "seed_steps": 2500, "seed_seq_len": 256, "seed_batch": 8, "seed_lr": 2e-3,
         "seq_len": 512, "batch": 8,
         "target_steps": 2400, "target_lr": 1e-3,
+        # A last pass over the kinds the pair is measured on: the standard library and prose
+        # weigh more than in the broad mixture, at a lower learning rate.
+        "anneal_steps": 900, "anneal_lr": 4e-4,
+        "anneal_mixture": {"code": 0.45, "code_extra": 0.1, "prose": 0.45},
         "draft_steps": 1500, "draft_lr": 3e-3,
+        # With --start-from the draft continues from the earlier draft: fewer steps, lower lr.
+        "continued_draft_steps": 500, "continued_draft_lr": 1e-3,
         "eval_windows": 48, "mixture": {"code": 0.45, "code_extra": 0.35, "prose": 0.2},
         "repeat_fraction": 0.2,
     },
@@ -100,7 +107,10 @@ PRESETS = {
         "seed_steps": 30, "seed_seq_len": 32, "seed_batch": 4, "seed_lr": 3e-3,
         "seq_len": 64, "batch": 4,
         "target_steps": 30, "target_lr": 2e-3,
+        "anneal_steps": 10, "anneal_lr": 1e-3,
+        "anneal_mixture": {"code": 0.45, "code_extra": 0.1, "prose": 0.45},
         "draft_steps": 30, "draft_lr": 3e-3,
+        "continued_draft_steps": 10, "continued_draft_lr": 1e-3,
         "eval_windows": 8, "mixture": {"code": 0.45, "code_extra": 0.35, "prose": 0.2},
         "repeat_fraction": 0.15,
     },
@@ -363,13 +373,15 @@ def write_readme(out, facts):
     lines = [
         "# The default model pair",
         "",
-        "`target/` and `draft/` are small Llama-architecture models trained from scratch on this",
+        "`target/` and `draft/` are small Llama-architecture models trained %s on this" % (
+            "(continuing an earlier pair, see Training)" if facts.get("start_from") else "from scratch"),
         "machine by `tools/train/train_pair.py` (one command, fixed seeds). They are Hugging Face",
         "model directories (config.json, model.safetensors in %s, tokenizer.model) that the engine" % facts["dtype"].upper(),
         "loads unchanged; the draft shares the target's tokenizer and was distilled from the",
         "target's logits (KL divergence on the full next-token distribution).",
         "",
-        "Reproduce: `/usr/bin/python3 tools/train/train_pair.py --out models/ --threads %d` (prefix" % facts["threads"],
+        "Reproduce: `/usr/bin/python3 tools/train/train_pair.py --out models/ --threads %d%s` (prefix" % (
+            facts["threads"], " --start-from %s" % facts["start_from"] if facts.get("start_from") else ""),
         "`nice -n 19` on a shared machine). The same thread count and Debian packages give byte-identical",
         "weights (checked by running the smoke preset twice); tokenizer.model differs only in the work-directory",
         "paths that spm_train records in its trainer spec.",
@@ -427,23 +439,14 @@ def write_readme(out, facts):
         "warm-up then cosine to 10% of the peak learning rate, gradient clip 1, bf16 matrix products where",
         "the CPU multiplies bf16 natively.",
         "",
-        "- seed: a %d-layer, %d-wide model, %d steps x %d sequences x %d tokens (%.2f M tokens), peak lr %g." % (
-            facts["seed_config"]["num_hidden_layers"], facts["seed_config"]["hidden_size"], facts["seed_steps"],
-            facts["seed_batch"], facts["seed_seq_len"],
-            facts["seed_steps"] * facts["seed_batch"] * facts["seed_seq_len"] / 1e6, facts["seed_lr"]),
-        "- target: the seed grown into the target shape by `tools/train/grow.py` (new hidden units, heads",
-        "  and interleaved layers start so that the grown model computes the seed's logits), then %d steps x" % facts["target_steps"],
-        "  %d sequences x %d tokens (%.2f M tokens), peak lr %g." % (
-            facts["batch"], facts["seq_len"], facts["target_steps"] * facts["batch"] * facts["seq_len"] / 1e6,
-            facts["target_lr"]),
-        "- draft: %d steps of the target's batch shape, peak lr %g, loss KL(target || draft) at temperature 1." % (
-            facts["draft_steps"], facts["draft_lr"]),
+    ] + training_stage_lines(facts) + [
         "- Wall time on this machine (%s, torch %s, %d threads, device %s, %s): total %s" % (
             facts["cpu"], torch.__version__, facts["threads"], facts["device"], facts.get("precision", "fp32"),
             _minutes(facts["times"]["total"])),
-        "  (corpus + tokenizer %s, seed %s, target %s, draft %s, evaluation + export %s), summed over" % (
-            _minutes(facts["times"]["prepare"]), _minutes(facts["times"]["seed"]), _minutes(facts["times"]["target"]),
-            _minutes(facts["times"]["draft"]), _minutes(facts["times"]["report"])),
+        "  (%s), summed over" % ", ".join(
+            "%s %s" % (label, _minutes(facts["times"][key])) for key, label in (
+                ("prepare", "corpus + tokenizer"), ("seed", "seed"), ("target", "target"), ("anneal", "anneal"),
+                ("draft", "draft"), ("report", "evaluation + export")) if key in facts["times"]),
         "  every resumed part of the run; `train.log` in the work directory has every stage's steps and times.",
     ]
     if facts.get("note"):
@@ -476,6 +479,41 @@ def write_readme(out, facts):
         f.write("\n".join(lines))
 
 
+def training_stage_lines(facts):
+    tokens = lambda steps, batch, seq: steps * batch * seq / 1e6
+    lines = []
+    if facts.get("start_from"):
+        lines += [
+            "- seed and target: not rerun; the target stage's result is the earlier pair of this preset",
+            "  (`--start-from %s`, its exported weights), made by this preset's seed and target stages" % facts["start_from"],
+            "  (%d seed steps x %d x %d, grown, %d target steps x %d x %d)." % (
+                facts["seed_steps"], facts["seed_batch"], facts["seed_seq_len"],
+                facts["target_steps"], facts["batch"], facts["seq_len"]),
+        ]
+    else:
+        lines += [
+            "- seed: a %d-layer, %d-wide model, %d steps x %d sequences x %d tokens (%.2f M tokens), peak lr %g." % (
+                facts["seed_config"]["num_hidden_layers"], facts["seed_config"]["hidden_size"], facts["seed_steps"],
+                facts["seed_batch"], facts["seed_seq_len"],
+                tokens(facts["seed_steps"], facts["seed_batch"], facts["seed_seq_len"]), facts["seed_lr"]),
+            "- target: the seed grown into the target shape by `tools/train/grow.py` (new hidden units, heads",
+            "  and interleaved layers start so that the grown model computes the seed's logits), then %d steps x" % (
+                facts["target_steps"]),
+            "  %d sequences x %d tokens (%.2f M tokens), peak lr %g." % (
+                facts["batch"], facts["seq_len"], tokens(facts["target_steps"], facts["batch"], facts["seq_len"]),
+                facts["target_lr"]),
+        ]
+    if "anneal_steps" in facts:
+        lines.append("- anneal: the target, %d more steps x %d x %d (%.2f M tokens) drawn %s, peak lr %g." % (
+            facts["anneal_steps"], facts["batch"], facts["seq_len"],
+            tokens(facts["anneal_steps"], facts["batch"], facts["seq_len"]),
+            ", ".join("%s %d%%" % (k, round(100 * v)) for k, v in sorted(facts["anneal_mixture"].items())),
+            facts["anneal_lr"]))
+    lines.append("- draft: %s%d steps of the target's batch shape, peak lr %g, loss KL(target || draft) at temperature 1." % (
+        "continued from the earlier draft, " if facts.get("start_from") else "", facts["draft_steps"], facts["draft_lr"]))
+    return lines
+
+
 def _minutes(seconds):
     return "%.1f min" % (seconds / 60.0)
 
@@ -491,9 +529,11 @@ def cpu_name():
     return "unknown CPU"
 
 
-def check_work_dir(work, preset_name, preset, seed):
+def check_work_dir(work, preset_name, preset, seed, start_from=None):
     """A work directory belongs to one run: refuse to resume another preset's checkpoints."""
     stamp = {"preset": preset_name, "seed": seed, "config": preset}
+    if start_from:
+        stamp["start_from"] = os.path.abspath(start_from)
     path = os.path.join(work, "run.json")
     if os.path.exists(path):
         with open(path) as f:
@@ -502,6 +542,16 @@ def check_work_dir(work, preset_name, preset, seed):
     else:
         with open(path, "w") as f:
             json.dump(stamp, f, indent=2)
+
+
+def reuse_tokenizer(start_from, work):
+    """A continued pair keeps its tokenizer: a retrained one could number the pieces differently."""
+    source = os.path.join(start_from, "target", "tokenizer.model")
+    if not os.path.exists(source):
+        raise SystemExit("--start-from %s: no target/tokenizer.model there" % start_from)
+    dest = os.path.join(work, "tokenizer.model")
+    if not os.path.exists(dest):
+        shutil.copyfile(source, dest)
 
 
 def prepare_data(args, p, work):
@@ -536,9 +586,42 @@ def evaluator(held, seq_len, device, windows=8):
 
 
 def train_models(args, p, work, streams, held, device, precision, train_log):
-    """seed target -> grown target -> distilled draft, each stage resumable. Returns the two
-    models and each stage's wall time."""
+    """seed target -> grown target -> annealed target -> distilled draft, each stage resumable.
+    With --start-from the seed and target stages are not run: the target stage's result is the
+    earlier pair's target and the draft continues from its draft. Returns the two models and each
+    stage's wall time."""
     times = {}
+    if args.start_from:
+        target = ref.load_model(os.path.join(args.start_from, "target"))
+        fast_attention.use_fast_attention(target).to(device)
+        log("target from %s: %.2f M parameters" % (args.start_from, sum(x.numel() for x in target.parameters()) / 1e6))
+    else:
+        target = train_seed_and_target(args, p, work, streams, held, device, precision, train_log, times)
+
+    times["anneal"] = train("anneal", work, target,
+                            Batches(streams, p["seq_len"], p["batch"], p["anneal_mixture"], args.seed + 6,
+                                    p["repeat_fraction"]),
+                            p["anneal_steps"], p["anneal_lr"], next_token_loss(device, precision), train_log,
+                            evaluator(held, p["seq_len"], device))
+
+    if args.start_from:
+        draft = ref.load_model(os.path.join(args.start_from, "draft"))
+        draft_steps, draft_lr = p["continued_draft_steps"], p["continued_draft_lr"]
+    else:
+        draft = ref.LlamaForCausalLM(model_config(p, "draft", p["seq_len"]))
+        init_weights(draft, args.seed + 2)
+        draft_steps, draft_lr = p["draft_steps"], p["draft_lr"]
+    fast_attention.use_fast_attention(draft).to(device)
+    log("draft: %.2f M parameters" % (sum(x.numel() for x in draft.parameters()) / 1e6))
+    times["draft"] = train("draft", work, draft,
+                           Batches(streams, p["seq_len"], p["batch"], p["mixture"], args.seed + 3,
+                                   p["repeat_fraction"]),
+                           draft_steps, draft_lr, distillation_loss(target, device, precision), train_log,
+                           evaluator(held, p["seq_len"], device))
+    return target, draft, times
+
+
+def train_seed_and_target(args, p, work, streams, held, device, precision, train_log, times):
     torch.manual_seed(args.seed)
     seed_model = ref.LlamaForCausalLM(model_config(p, "seed", p["seed_seq_len"]))
     init_weights(seed_model, args.seed)
@@ -558,16 +641,7 @@ def train_models(args, p, work, streams, held, device, precision, train_log):
                                     p["repeat_fraction"]),
                             p["target_steps"], p["target_lr"], next_token_loss(device, precision), train_log,
                             evaluator(held, p["seq_len"], device))
-
-    draft = ref.LlamaForCausalLM(model_config(p, "draft", p["seq_len"]))
-    init_weights(draft, args.seed + 2)
-    fast_attention.use_fast_attention(draft).to(device)
-    log("draft: %.2f M parameters" % (sum(x.numel() for x in draft.parameters()) / 1e6))
-    times["draft"] = train("draft", work, draft,
-                           Batches(streams, p["seq_len"], p["batch"], p["mixture"], args.seed + 3,
-                                   p["repeat_fraction"]),
-                           p["draft_steps"], p["draft_lr"], distillation_loss(target, device, precision), train_log)
-    return target, draft, times
+    return target
 
 
 def export_and_measure(args, p, parts, sp, sp_model, held, models):
@@ -616,7 +690,12 @@ def main(argv):
     parser.add_argument("--preset", choices=sorted(PRESETS), default="full")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="bf16")
+    parser.add_argument("--dtype", choices=["bf16", "f16", "f32"], default="f32",
+                        help="exported weights; F32 by default so that a decode step of the target reads "
+                             "several times a typical last-level cache")
+    parser.add_argument("--start-from", metavar="DIR",
+                        help="skip the seed and target stages: continue from DIR/target and DIR/draft, an "
+                             "earlier pair of this preset (its tokenizer is reused, so token ids do not change)")
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto")
     parser.add_argument("--precision", choices=["auto", "bf16-mixed", "fp32"], default="auto",
                         help="auto: bf16-mixed where the hardware has native bf16 products, else fp32")
@@ -637,7 +716,9 @@ def main(argv):
     precision = pick_precision(args.precision, device)
     log("device %s, precision %s, %d threads, work %s" % (device, precision, args.threads, args.work))
     os.makedirs(args.work, exist_ok=True)
-    check_work_dir(args.work, args.preset, p, args.seed)
+    check_work_dir(args.work, args.preset, p, args.seed, args.start_from)
+    if args.start_from:
+        reuse_tokenizer(args.start_from, args.work)
     train_log = resumable.TrainLog(args.work)
     train_log.write("run preset=%s threads=%d device=%s precision=%s" % (args.preset, args.threads, device, precision))
     t_start = time.time()
@@ -658,8 +739,12 @@ def main(argv):
                   "tokens": {k: len(v) for k, v in streams.items()},
                   "heldout_tokens": {k: len(v) for k, v in held.items()}})
     for key in ("seq_len", "batch", "seed_seq_len", "seed_batch", "seed_steps", "seed_lr", "target_steps",
-                "target_lr", "draft_steps", "draft_lr", "eval_windows", "mixture", "repeat_fraction"):
+                "target_lr", "anneal_steps", "anneal_lr", "anneal_mixture", "draft_steps", "draft_lr",
+                "eval_windows", "mixture", "repeat_fraction"):
         facts[key] = p[key]
+    if args.start_from:
+        facts["start_from"] = args.start_from
+        facts["draft_steps"], facts["draft_lr"] = p["continued_draft_steps"], p["continued_draft_lr"]
     facts["seed_config"] = model_config(p, "seed", p["seed_seq_len"]).to_dict()
     t_end = time.time()
     usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]

@@ -135,7 +135,7 @@ TEST_F(CudaForwardTest, GreedyGenerationIsIdenticalAcrossBackends) {
   EXPECT_EQ(outputs[0], outputs[1]);
 }
 
-// The bundled trained pair (models/, BF16 weights): greedy generation on the CUDA backend is the
+// The bundled trained pair (models/, F32 weights): greedy generation on the CUDA backend is the
 // CPU backend's, token for token, for the target and for the draft.
 TEST_F(CudaForwardTest, BundledPairGreedyGenerationIsIdenticalAcrossBackends) {
   GenerateOptions options;
