@@ -9,8 +9,10 @@
 2. tokenizer: SentencePiece BPE with byte fallback, trained by Debian's `spm_train`;
 3. target: a Llama-architecture model (RMSNorm, RoPE, SwiGLU, GQA) trained on next-token loss,
    first as a small `seed` model at a short context, then grown into the target shape without
-   changing its function (grow.py) and trained on at the full context;
+   changing its function (grow.py), trained on at the full context, and annealed on a mixture
+   weighted towards what it is measured on (standard-library code, prose);
    draft: a much smaller Llama distilled from the target's logits (KL on the soft targets);
+   `--start-from DIR` skips the seed and target stages and continues an earlier pair instead;
 4. export: Hugging Face directories (config.json, model.safetensors in F32 by default,
    tokenizer.model) under --out/target and --out/draft, plus --out/README.md with sizes, losses,
    timings and greedy samples measured on the exported weights.
