@@ -434,7 +434,7 @@ def write_readme(out, facts):
         "## Training",
         "",
         "Windows are drawn from the training streams in proportion %s; %d%% of them are a random" % (
-            ", ".join("%s %d%%" % (k, round(100 * v)) for k, v in sorted(facts["mixture"].items())),
+            mixture_text(facts["mixture"]),
             int(100 * facts["repeat_fraction"])),
         "4-64 token span (log-uniform length) repeated to fill the window, so the models learn to continue",
         "repeated text (see `Batches` in train_pair.py for why). AdamW (betas 0.9/0.95, weight decay 0.1),",
@@ -509,11 +509,15 @@ def training_stage_lines(facts):
         lines.append("- anneal: the target, %d more steps x %d x %d (%.2f M tokens) drawn %s, peak lr %g." % (
             facts["anneal_steps"], facts["batch"], facts["seq_len"],
             tokens(facts["anneal_steps"], facts["batch"], facts["seq_len"]),
-            ", ".join("%s %d%%" % (k, round(100 * v)) for k, v in sorted(facts["anneal_mixture"].items())),
+            mixture_text(facts["anneal_mixture"]),
             facts["anneal_lr"]))
     lines.append("- draft: %s%d steps of the target's batch shape, peak lr %g, loss KL(target || draft) at temperature 1." % (
         "continued from the earlier draft, " if facts.get("start_from") else "", facts["draft_steps"], facts["draft_lr"]))
     return lines
+
+
+def mixture_text(mixture):
+    return ", ".join("%s %d%%" % (k, round(100 * v)) for k, v in sorted(mixture.items()))
 
 
 def _minutes(seconds):
@@ -608,11 +612,10 @@ def train_models(args, p, work, streams, held, device, precision, train_log):
 
     if args.start_from:
         draft = ref.load_model(os.path.join(args.start_from, "draft"))
-        draft_steps, draft_lr = p["continued_draft_steps"], p["continued_draft_lr"]
     else:
         draft = ref.LlamaForCausalLM(model_config(p, "draft", p["seq_len"]))
         init_weights(draft, args.seed + 2)
-        draft_steps, draft_lr = p["draft_steps"], p["draft_lr"]
+    draft_steps, draft_lr = draft_schedule(p, args.start_from)
     fast_attention.use_fast_attention(draft).to(device)
     log("draft: %.2f M parameters" % (sum(x.numel() for x in draft.parameters()) / 1e6))
     times["draft"] = train("draft", work, draft,
@@ -621,6 +624,13 @@ def train_models(args, p, work, streams, held, device, precision, train_log):
                            draft_steps, draft_lr, distillation_loss(target, device, precision), train_log,
                            evaluator(held, p["seq_len"], device))
     return target, draft, times
+
+
+def draft_schedule(p, start_from):
+    """(steps, peak lr) of the draft stage: fewer, gentler steps when it continues an earlier draft."""
+    if start_from:
+        return p["continued_draft_steps"], p["continued_draft_lr"]
+    return p["draft_steps"], p["draft_lr"]
 
 
 def train_seed_and_target(args, p, work, streams, held, device, precision, train_log, times):
@@ -746,7 +756,7 @@ def main(argv):
         facts[key] = p[key]
     if args.start_from:
         facts["start_from"] = args.start_from
-        facts["draft_steps"], facts["draft_lr"] = p["continued_draft_steps"], p["continued_draft_lr"]
+        facts["draft_steps"], facts["draft_lr"] = draft_schedule(p, args.start_from)
     facts["seed_config"] = model_config(p, "seed", p["seed_seq_len"]).to_dict()
     t_end = time.time()
     usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
