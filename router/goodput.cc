@@ -7,14 +7,15 @@
 // where C0 is the target forward with every k_i = 0 plus the verify RPC, F_p(D) the fixed
 // part of pool p (D * delta_p for a draft model or its constant for a model-free one, plus
 // its RPC; 0 for D = 0) and c_i(k) = gamma_target * k + sum_{s=1..k} (alpha_p (ctx_i + s - 1)
-// + gamma_p) the request's own marginal cost. c_i has non-decreasing increments (convex) and
-// l(a_i, k) has non-increasing increments a_i^(k+1) (concave, see expected_length.h).
+// + gamma_p), plus for k >= 1 its drafter catch-up charge (goodput.h), the request's own
+// marginal cost.
 //
 // (1) For fixed D, max_k L(k) / T(k) with L = sum_i l_i(k_i) is solved exactly by Dinkelbach's
 // method: for a ratio G let F(G) = max_k [L(k) - G T(k)], which is separable: each request
-// maximises l_i(k) - G c_i(k) on its own, a concave function of k, so scanning k upwards
-// until the marginal a_i^(k+1) - G (c_i(k+1) - c_i(k)) stops being positive finds its
-// maximum. Starting from G = L(0)/T(0), take the maximiser k' and set G' = L(k')/T(k').
+// maximises l_i(k) - G c_i(k) on its own, over k in [0, D_p] by scanning them all (the
+// catch-up charge makes the first increment of c_i dearer than the next, so the sum is not
+// concave and stopping at the first non-positive increment would not do). Starting from
+// G = L(0)/T(0), take the maximiser k' and set G' = L(k')/T(k').
 // Since F(G) >= L(k) - G T(k) = 0 for the k that defined G, either F(G) = 0, and then no k
 // has L/T > G (G is optimal), or L(k') - G T(k') > 0, i.e. G' > G. G strictly increases over
 // a finite set of vectors, so the iteration stops, at the optimum.
@@ -37,6 +38,32 @@ namespace splitspec::router {
 namespace {
 constexpr int64_t kMaxDepthVectors = 4096;
 constexpr int kMaxDinkelbachIterations = 64;
+
+// One request's best chain length for Dinkelbach ratio G: the k in [0, limit] maximising
+// l(a, k) - G c(k), with c's increments from marginal_cost(s), s = 1..k. Every k is scanned:
+// the catch-up charge makes the first increment of c dearer than the next, so a non-positive
+// increment does not rule out a positive sum further on.
+struct ChainChoice {
+  int32_t k = 0;
+  double gain = 0;  // l(a, k) - 1
+  double cost = 0;  // c(k)
+};
+template <typename MarginalCost>
+ChainChoice BestChain(double acceptance, int32_t limit, double ratio, MarginalCost&& marginal_cost) {
+  ChainChoice best, running;
+  double value = 0, best_value = 0;
+  for (int32_t s = 1; s <= limit; ++s) {
+    const double gain = ChainMarginalGain(acceptance, s - 1);
+    const double mc = marginal_cost(s);
+    value += gain - ratio * mc;
+    running = {s, running.gain + gain, running.cost + mc};
+    if (value > best_value) {
+      best_value = value;
+      best = running;
+    }
+  }
+  return best;
+}
 }  // namespace
 
 GoodputModel::GoodputModel(const LatencyModel& model, std::vector<GoodputItem> items,
@@ -76,8 +103,34 @@ double GoodputModel::PrefixStepSecondsFor(size_t size, absl::Span<const int32_t>
     if (kk.empty()) continue;
     // With the pipeline part of the drafting runs while the target verifies.
     t += model_.DraftSeconds(pools_[p], ctx, kk) * model_.draft_exposure() + model_.RpcSeconds();
+    const DrafterCost cost = model_.EffectiveDrafter(pools_[p]);
+    for (size_t i = 0; i < size; ++i) {
+      if (pool_index_[i] == static_cast<int32_t>(p) && i < k.size() && k[i] > 0) t += CatchUpSeconds(i, cost);
+    }
   }
   return t;
+}
+
+double ChargedCatchUpTokens(const GoodputItem& item) {
+  const int32_t tokens = std::max(item.draft_catch_up, 0);
+  const int32_t in_full = std::min(tokens, kCatchUpChargedInFull);
+  const double steps_left =
+      item.remaining_tokens > 0 ? std::max(1.0, item.remaining_tokens / (1.0 + item.acceptance)) : 1.0;
+  return in_full + (tokens - in_full) / steps_left;
+}
+
+double GoodputModel::CatchUpSeconds(size_t i, const DrafterCost& c) const {
+  if (c.model_free) return 0.0;
+  return c.forward.gamma * ChargedCatchUpTokens(items_[i]);
+}
+
+double GoodputModel::MarginalCost(size_t i, int32_t s, const ForwardCoefficients& target,
+                                  const std::vector<DrafterCost>& costs) const {
+  const DrafterCost& c = costs[pool_index_[i]];
+  double seconds = target.gamma;
+  if (!c.model_free) seconds += c.forward.alpha * (items_[i].context + s - 1) + c.forward.gamma;
+  if (s == 1) seconds += CatchUpSeconds(i, c);
+  return seconds;
 }
 
 double GoodputModel::StepSeconds(absl::Span<const int32_t> k) const {
@@ -134,15 +187,6 @@ std::vector<int32_t> GoodputModel::SolveForDepths(const std::vector<int32_t>& de
     c0 += rpc + (costs[p].model_free ? costs[p].constant_seconds
                                      : depth[p] * costs[p].forward.delta);
   }
-  // Marginal cost of request i's s-th draft token (s >= 1).
-  auto marginal_cost = [&](size_t i, int32_t s) {
-    const int32_t p = pool_index_[i];
-    double c = target.gamma;
-    if (!costs[p].model_free) {
-      c += costs[p].forward.alpha * (items_[i].context + s - 1) + costs[p].forward.gamma;
-    }
-    return c;
-  };
 
   std::vector<int32_t> k(items_.size(), 0);
   double ratio = ExpectedTokens(k) / c0;
@@ -152,15 +196,11 @@ std::vector<int32_t> GoodputModel::SolveForDepths(const std::vector<int32_t>& de
     for (size_t i = 0; i < items_.size(); ++i) {
       tokens += 1;
       const int32_t limit = pool_index_[i] < 0 ? 0 : depth[pool_index_[i]];
-      const double a = items_[i].acceptance;
-      for (int32_t s = 1; s <= limit; ++s) {
-        const double gain = ChainMarginalGain(a, s - 1);
-        const double mc = marginal_cost(i, s);
-        if (gain - ratio * mc <= 0) break;  // concave: no later increment is positive
-        next[i] = s;
-        tokens += gain;
-        cost += mc;
-      }
+      const ChainChoice c =
+          BestChain(items_[i].acceptance, limit, ratio, [&](int32_t s) { return MarginalCost(i, s, target, costs); });
+      next[i] = c.k;
+      tokens += c.gain;
+      cost += c.cost;
     }
     const double next_ratio = tokens / cost;
     if (!(next_ratio > ratio * (1 + 1e-12))) break;
@@ -248,6 +288,7 @@ GoodputModel::Prefix GoodputModel::BestUniformPrefix(int32_t min_size) const {
             time += c.forward.alpha * (it.context + s - 1) + c.forward.gamma;
           }
         }
+        time += CatchUpSeconds(m - 1, c);
       }
       const double g = time > 0 ? tokens / time : 0.0;
       if (best_g[m] < 0 || g > best_g[m] * (1 + 1e-12)) {
@@ -282,14 +323,6 @@ int32_t GoodputModel::SolvePrefixForDepths(const std::vector<int32_t>& depth, in
                                         : depth[p] * costs[p].forward.delta);
   }
   const size_t n = items_.size();
-  auto marginal_cost = [&](size_t i, int32_t s) {
-    const int32_t p = pool_index_[i];
-    double c = target.gamma;
-    if (!costs[p].model_free) {
-      c += costs[p].forward.alpha * (items_[i].context + s - 1) + costs[p].forward.gamma;
-    }
-    return c;
-  };
   // Start from the whole batch at k = 0.
   int32_t size = static_cast<int32_t>(n);
   k->assign(n, 0);
@@ -305,14 +338,11 @@ int32_t GoodputModel::SolvePrefixForDepths(const std::vector<int32_t>& depth, in
       item_tokens[i] = 1;
       item_cost[i] = target.alpha * items_[i].context + target.gamma;
       const int32_t limit = pool_index_[i] < 0 ? 0 : depth[pool_index_[i]];
-      for (int32_t s = 1; s <= limit; ++s) {
-        const double gain = ChainMarginalGain(items_[i].acceptance, s - 1);
-        const double mc = marginal_cost(i, s);
-        if (gain - ratio * mc <= 0) break;  // concave: no later increment is positive
-        next[i] = s;
-        item_tokens[i] += gain;
-        item_cost[i] += mc;
-      }
+      const ChainChoice c =
+          BestChain(items_[i].acceptance, limit, ratio, [&](int32_t s) { return MarginalCost(i, s, target, costs); });
+      next[i] = c.k;
+      item_tokens[i] += c.gain;
+      item_cost[i] += c.cost;
     }
     // The best prefix for this ratio; >= keeps the longest of equal ones.
     double acc = 0, best_value = 0;

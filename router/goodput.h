@@ -18,7 +18,24 @@ struct GoodputItem {
   double acceptance = 0;    // per-token acceptance estimate
   std::string pool;         // drafter pool it would draft with
   bool speculative = true;  // false: k is forced to 0
+  // Tokens its drafter must feed before drafting beyond a steady step's one
+  // (PolicyRequest::draft_catch_up), and the tokens it may still generate (0: unknown); see
+  // ChargedCatchUpTokens.
+  int32_t draft_catch_up = 0;
+  int32_t remaining_tokens = 0;
 };
+
+// The catch-up tokens a step is charged for when `item` drafts (at its drafter's per-token
+// cost, on its first draft token). Drafting only in some steps makes the drafter re-feed the
+// tokens of the others, so a borderline batch that toggles between k = 0 and k = 1 pays more
+// than either steady choice: the first kCatchUpChargedInFull tokens are charged in full, which
+// makes resuming wait until drafting clearly pays. More than that is a drafter prefill (a
+// request admitted without drafting, or one that paused long), paid once for the rest of the
+// request: it is spread over the steps the request has left (remaining_tokens / (1 + a), a
+// step's yield at k = 1), so a request resumes only when it has enough left to win it back;
+// with remaining_tokens unknown it is charged in full.
+constexpr int32_t kCatchUpChargedInFull = 8;
+double ChargedCatchUpTokens(const GoodputItem& item);
 
 // Thread-safety: immutable after construction; the referenced model must outlive it.
 class GoodputModel {
@@ -26,7 +43,7 @@ class GoodputModel {
   GoodputModel(const LatencyModel& model, std::vector<GoodputItem> items, int32_t max_k);
 
   // Step time: target forward over sum(context) / sum(k_i + 1) tokens + one RPC, plus per
-  // pool that drafts anything its draft time + one RPC (pools are called one after another).
+  // pool that drafts anything its draft time (catch-up charges included) + one RPC.
   double StepSeconds(absl::Span<const int32_t> k) const;
   double ExpectedTokens(absl::Span<const int32_t> k) const;  // sum_i l(a_i, k_i)
   double Goodput(absl::Span<const int32_t> k) const;
@@ -59,6 +76,12 @@ class GoodputModel {
 
  private:
   double PrefixStepSeconds(size_t size, absl::Span<const int32_t> k) const;
+  // The catch-up charge of item i when it drafts with a drafter of cost `c`.
+  double CatchUpSeconds(size_t i, const DrafterCost& c) const;
+  // Marginal cost of speculative item i's s-th draft token (s >= 1): its verification, its
+  // draft forward, and on the first one its catch-up charge; `costs` per pool, as effective.
+  double MarginalCost(size_t i, int32_t s, const ForwardCoefficients& target,
+                      const std::vector<DrafterCost>& costs) const;
   std::vector<int32_t> SolveForDepths(const std::vector<int32_t>& depth_of_pool) const;
   // The relaxed per-request problem over prefixes [min_size, n] for one depth vector; returns
   // the prefix size and writes its k.

@@ -46,6 +46,11 @@ struct PolicyRequest {
   std::string pool;         // drafter pool assigned to it
   double acceptance = 0;    // its per-request estimate for that pool (global as prior)
   int32_t max_useful_k = 0;  // the core clamps k to this anyway (remaining tokens, worker max)
+  // Tokens its drafter must feed before drafting, beyond the one a step that drafts every time
+  // feeds (its bonus token): the tokens committed in steps it did not draft, or its whole
+  // history when its pool has no session for it yet.
+  int32_t draft_catch_up = 0;
+  int32_t remaining_tokens = 0;  // tokens it may still generate (max_tokens - generated)
   absl::Span<const int32_t> history;  // prompt + generated tokens (valid during Decide)
   // Set when the request sat out the previous step(s) as long as RouterOptions allows:
   // it must run now (the starvation guard; see router_core.h).

@@ -263,6 +263,8 @@ class RouterCore {
   void ResumeSpeculation(const std::vector<Active*>& ready);
   void ReconsiderPools(const std::vector<Active*>& ready, int32_t max_k);
   int32_t UsefulK(const Active& r, int32_t max_k) const;
+  // PolicyRequest::draft_catch_up for `r` with its current pool.
+  int32_t DraftCatchUp(const Active& r) const;
   void PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats* stats);
   void Draft(StepPlan* plan, StepStats* stats);
   // One pool's Propose in a step: built and applied on the loop thread, called beside the

@@ -29,6 +29,9 @@ struct RouterCore::Active {
   // Per pool with a (possible) drafter session: committed tokens it has seen. 0 forces a
   // full resend, which the drafter treats as a fresh start.
   std::map<std::string, int32_t> known;
+  // history.size() right after the last step that verified a draft of it: the tokens past it
+  // were committed without drafting, so its drafter has still to feed them.
+  int32_t drafted_through = 0;
   Usage usage;
   size_t max_stop_len = 0;
   size_t text_len = 0;                // detokenized completion length at the last check

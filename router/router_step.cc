@@ -93,6 +93,15 @@ int32_t RouterCore::UsefulK(const Active& r, int32_t max_k) const {
   return std::clamp(useful, 0, max_k);
 }
 
+int32_t RouterCore::DraftCatchUp(const Active& r) const {
+  if (!r.speculative || r.pool.empty()) return 0;
+  const auto it = r.known.find(r.pool);
+  const int32_t size = static_cast<int32_t>(r.history.size());
+  // No session with its pool yet (or one to resend): the drafter prefills the whole history.
+  if (it == r.known.end() || it->second <= 0 || it->second > size) return size;
+  return std::max(0, size - std::max(r.drafted_through, it->second));
+}
+
 void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats* stats) {
   const size_t n = ready.size();
   PolicyInput input;
@@ -113,6 +122,8 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
     p.acceptance = tracker_.Request(r->id, r->pool);
     useful[i] = UsefulK(*r, plan->max_k);
     p.max_useful_k = useful[i];
+    p.draft_catch_up = DraftCatchUp(*r);
+    p.remaining_tokens = std::max(0, r->request.max_tokens - r->usage.completion_tokens);
     p.history = r->history;
     p.must_run = r->sat_out_steps >= std::max(options_.max_sit_out_steps, 0);
     input.requests.push_back(std::move(p));
@@ -155,7 +166,8 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
     std::vector<GoodputItem> items;
     for (size_t i : run) {
       const PolicyRequest& p = input.requests[i];
-      items.push_back(GoodputItem{p.context_tokens, p.acceptance, p.pool, p.speculative});
+      items.push_back(GoodputItem{p.context_tokens, p.acceptance, p.pool, p.speculative, p.draft_catch_up,
+                                  p.remaining_tokens});
     }
     stats->estimated_goodput = GoodputModel(latency_, std::move(items), plan->max_k).Goodput(plan->k);
   }
@@ -390,6 +402,7 @@ StepOutcome RouterCore::ApplyResults(const StepPlan& plan, std::vector<ReplicaCa
       }
       const int32_t before = r->usage.completion_tokens;
       AppendTokens(*r, v->tokens, &e);
+      if (drafted > 0) r->drafted_through = static_cast<int32_t>(r->history.size());
       stats->emitted_tokens += r->usage.completion_tokens - before;
       Emit(*r, e);
       outcome.requests.push_back(std::move(o));

@@ -9,7 +9,7 @@
 #       [--policies none,static:1,static:3,static:5,sglang-tiers,smartspec,smartspec:request,
 #                   smartspec:noprefix,analytical]
 #       [--workload mix] [--levels 1:30,4:10,16:3] [--passes 2] [--drain 90] [--max-tokens 64]
-#       [--latency-model configs/latency/cpu-2core-epyc-f32-pair.json] [--no-pin] [--out DIR]
+#       [--latency-model configs/latency/cpu-2core-epyc-f32-pair.json] [--no-pin] [--unix] [--out DIR]
 #       [--router-flags "--max-k 32 ..."]
 #
 # --levels RATE:SECONDS,...: Poisson arrivals at RATE req/s for SECONDS each, so every cell
@@ -23,6 +23,8 @@
 # with "trees": false (chains only); P = configs/policies/P.json when it
 # exists; a `+pipeline` suffix (static:3+pipeline) runs the same policy with --pipeline on, a
 # `+line` suffix (smartspec+line) with --latency-residual off (the refitted line alone).
+# --unix: the services listen on Unix sockets in OUT/sockets instead of loopback TCP ports (one
+# host skips the TCP stack; the load generator talks to the router over its socket too).
 # --router-flags are added to every router (e.g. --max-k 32 for trees of 32 nodes). `none` gets no drafter (plain decoding; see docs/benchmarks.md). Placement as
 # scripts/bench-sweep.sh: verifier on CPU 1, drafter on CPU 0, one engine thread each; router
 # and load generator unpinned. Workers run no metrics servers (--metrics-port -1), so it runs
@@ -43,6 +45,7 @@ drain=90
 max_tokens=64
 latency_model=configs/latency/cpu-2core-epyc-f32-pair.json
 pin=1
+unix=0
 out=""
 router_extra=""
 while (($#)); do
@@ -58,6 +61,7 @@ while (($#)); do
     --max-tokens) max_tokens="$2"; shift ;;
     --latency-model) latency_model="$2"; shift ;;
     --no-pin) pin=0 ;;
+    --unix) unix=1 ;;
     --out) out="$2"; shift ;;
     --router-flags) router_extra="$2"; shift ;;
     -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
@@ -86,12 +90,25 @@ fi
 
 source scripts/lib/services.sh  # pids, stop_pid, stop_all (EXIT trap), start NAME CMD...
 
+# listen_flags NAME: where a service listens (a free loopback port, or a socket under OUT).
+listen_flags() {
+  if ((unix)); then
+    mkdir -p "$out/sockets"
+    rm -f "$out/sockets/$1.sock"
+    echo "--host unix://$(cd "$out/sockets" && pwd)/$1.sock"
+  else
+    echo "--port 0"
+  fi
+}
+
 echo "== workers: target $target, draft $draft ($placement)"
-start verifier "${verifier_pin[@]}" "$bin/splitspec-verifier" --model "$target" --expose-model-path --port 0 \
+# shellcheck disable=SC2046  # listen_flags is two words
+start verifier "${verifier_pin[@]}" "$bin/splitspec-verifier" --model "$target" --expose-model-path $(listen_flags verifier) \
   --threads "$threads" --metrics-port -1
 pids+=("$started_pid")
 verifier_addr="$started_addr"
-start drafter "${drafter_pin[@]}" "$bin/splitspec-drafter" --model "$draft" --port 0 \
+# shellcheck disable=SC2046
+start drafter "${drafter_pin[@]}" "$bin/splitspec-drafter" --model "$draft" $(listen_flags drafter) \
   --threads "$threads" --metrics-port -1
 pids+=("$started_pid")
 drafter_addr="$started_addr"
@@ -141,8 +158,9 @@ run_cell() {
   [ -n "$router_extra" ] && router_flags+=($router_extra)
   local pool_flags=(--drafter "model=$drafter_addr")
   [ "$policy" = none ] && pool_flags=()
+  # shellcheck disable=SC2046
   start "router-$pass-$safe-$rate" "$bin/splitspec-router" --verifier "$verifier_addr" "${pool_flags[@]}" \
-    --port 0 --metrics-port 0 --metrics-host 127.0.0.1 "${router_flags[@]}" > /dev/null
+    $(listen_flags router) --metrics-port 0 --metrics-host 127.0.0.1 "${router_flags[@]}" > /dev/null
   local router_pid="$started_pid"
   mkdir -p "$out/pass$pass"
   # A level with failed or dropped requests exits 3: keep going, the report shows them.

@@ -25,6 +25,8 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
     item.pool = r.pool;
     item.speculative = r.speculative && r.max_useful_k > 0;
     item.acceptance = ChainAcceptance(input, r);
+    item.draft_catch_up = r.draft_catch_up;
+    item.remaining_tokens = r.remaining_tokens;
     any_speculative |= item.speculative;
     items.push_back(std::move(item));
   }
@@ -60,6 +62,7 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
     std::vector<GoodputItem> all = items;
     for (GoodputItem& item : all) {
       item.speculative = true;
+      item.draft_catch_up = 0;  // the steady state: would drafting every step pay?
       if (input.acceptance != nullptr) item.acceptance = input.acceptance->Pool(item.pool);
     }
     GoodputModel goodput(model, std::move(all), std::max(v, 1));
@@ -119,7 +122,8 @@ std::vector<ProposalChoice> SmartSpecPolicy::DecideProposals(const PolicyInput& 
   size_t run = 0;
   for (size_t i = 0; i < input.requests.size(); ++i) {
     const PolicyRequest& r = input.requests[i];
-    items.push_back(GoodputItem{r.context_tokens, ChainAcceptance(input, r), r.pool, r.speculative});
+    items.push_back(GoodputItem{r.context_tokens, ChainAcceptance(input, r), r.pool, r.speculative,
+                                r.draft_catch_up, r.remaining_tokens});
     if (k[i] != kSitOut) run = i + 1;
   }
   GoodputModel goodput(model, items, max_depth);

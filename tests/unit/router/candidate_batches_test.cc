@@ -63,13 +63,17 @@ TEST_P(PrefixBruteForceTest, MatchesBruteForceOverPrefixesAndK) {
   std::mt19937_64 rng(per_request ? 7 : 8);
   std::uniform_real_distribution<double> acc(0.05, 0.98);
   std::uniform_int_distribution<int> ctx(1, 4000), n_dist(1, 5), v_dist(0, 3), pool(0, 2);
+  // Drafter catch-up (some past what is charged in full, spread over 0-40 tokens left) in
+  // every other trial.
+  std::uniform_int_distribution<int> catch_up(0, 3 * kCatchUpChargedInFull), left(0, 40);
   int shorter = 0;
   for (int trial = 0; trial < 400; ++trial) {
     std::vector<GoodputItem> items;
     const int n = n_dist(rng);
     for (int i = 0; i < n; ++i) {
       const int p = pool(rng);
-      items.push_back({ctx(rng), acc(rng), p == 1 ? "ngram" : "draft", p != 2});
+      items.push_back({ctx(rng), acc(rng), p == 1 ? "ngram" : "draft", p != 2,
+                       trial % 2 == 1 ? catch_up(rng) : 0, left(rng)});
     }
     const int v = v_dist(rng);
     const int min_size = std::uniform_int_distribution<int>(0, n)(rng);
