@@ -64,7 +64,7 @@ while (($#)); do
     --unix) unix=1 ;;
     --out) out="$2"; shift ;;
     --router-flags) router_extra="$2"; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -87,6 +87,7 @@ if ((pin)) && command -v taskset > /dev/null && [ "$(nproc)" -ge 2 ]; then
 else
   placement="no pinning; engine threads = all cores"
 fi
+if ((unix)); then placement+="; services on Unix sockets"; fi
 
 source scripts/lib/services.sh  # pids, stop_pid, stop_all (EXIT trap), start NAME CMD...
 
