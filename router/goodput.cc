@@ -93,20 +93,20 @@ double GoodputModel::PrefixStepSecondsFor(size_t size, absl::Span<const int32_t>
   }
   double t = model_.TargetSeconds(n_ctx, n_tok) + model_.RpcSeconds();
   for (size_t p = 0; p < pools_.size(); ++p) {
+    std::vector<size_t> drafting;
     std::vector<int32_t> ctx, kk;
     for (size_t i = 0; i < size; ++i) {
       if (pool_index_[i] == static_cast<int32_t>(p) && i < k.size() && k[i] > 0) {
+        drafting.push_back(i);
         ctx.push_back(items_[i].context);
         kk.push_back(k[i]);
       }
     }
-    if (kk.empty()) continue;
+    if (drafting.empty()) continue;
     // With the pipeline part of the drafting runs while the target verifies.
     t += model_.DraftSeconds(pools_[p], ctx, kk) * model_.draft_exposure() + model_.RpcSeconds();
     const DrafterCost cost = model_.EffectiveDrafter(pools_[p]);
-    for (size_t i = 0; i < size; ++i) {
-      if (pool_index_[i] == static_cast<int32_t>(p) && i < k.size() && k[i] > 0) t += CatchUpSeconds(i, cost);
-    }
+    for (size_t i : drafting) t += CatchUpSeconds(i, cost);
   }
   return t;
 }
