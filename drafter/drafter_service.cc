@@ -6,6 +6,7 @@
 
 #include "common/rpc/convert.h"
 #include "common/rpc/status.h"
+#include "common/rpc/step_handler.h"
 
 namespace splitspec::drafter {
 
@@ -60,6 +61,12 @@ grpc::Status DrafterService::Propose(grpc::ServerContext*, const v1::ProposeRequ
   }
   rpc::ToProto(*result, response);
   return grpc::Status::OK;
+}
+
+rpc::StepHandler DrafterService::StepHandler() {
+  return rpc::UnaryStepHandler<v1::ProposeRequest, v1::ProposeResponse>(
+      rpc::StepMethod::kPropose, [this](grpc::ServerContext* context, const v1::ProposeRequest* request,
+                                        v1::ProposeResponse* response) { return Propose(context, request, response); });
 }
 
 grpc::Status DrafterService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,

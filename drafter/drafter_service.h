@@ -12,6 +12,7 @@
 
 #include "common/metrics/worker_metrics.h"
 #include "common/rpc/periodic_task.h"
+#include "common/rpc/step_socket_server.h"
 #include "drafter/drafter_core.h"
 #include "splitspec/v1/drafter.grpc.pb.h"
 
@@ -29,6 +30,9 @@ class DrafterService final : public v1::Drafter::Service {
                        v1::ReleaseResponse* response) override;
   grpc::Status GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
                        v1::WorkerInfo* response) override;
+  // Propose for the step socket (common/rpc/step_socket_server.h): the same method, another
+  // transport.
+  rpc::StepHandler StepHandler();
 
  private:
   // Gauges from the core's Info; mu_ held.

@@ -71,6 +71,8 @@ constexpr char kUsage[] =
     "  --health-port P|0        also serve grpc.health.v1 alone, in plaintext, on this port (for\n"
     "                           probes without a certificate; off by default, 0 = a free port)\n"
     "  --enable-reflection      gRPC server reflection (off: it lists every method to any caller)\n"
+    "  --step-socket on|off     with a unix:// --host and no TLS, also serve Propose on PATH.step, a\n"
+    "                           plain socket with no thread hand-offs for a router on this host (on)\n"
     "  --help                   print this help and exit\n"
     "\n"
     "Prints \"splitspec-drafter listening on HOST:PORT\" once serving. Flag errors and devices this\n"
@@ -103,14 +105,16 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kDrafterMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", splitspec::rpc::IsUnixSocket(host) ? "127.0.0.1" : host);
   auto serving = splitspec::rpc::ParseWorkerServing(flags);
+  const absl::StatusOr<bool> step_socket = flags.GetOnOff("step-socket", true);
   const bool suffix = flags.Has("suffix");
   auto suffix_cache = flags.GetInt("suffix-cache-tokens", 1 << 20);
-  for (const absl::Status& s : {serving.status(), suffix_cache.status(), ngram_min.status(), ngram_max.status(), port.status(), max_draft.status(),
+  for (const absl::Status& s : {serving.status(), step_socket.status(), suffix_cache.status(), ngram_min.status(), ngram_max.status(), port.status(), max_draft.status(),
                                 kv_blocks.status(), block_size.status(), threads.status(), drain.status(),
                                 lease.status(), max_sessions.status(), max_history.status(),
                                 metrics_port.status(), flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
+  serving->step_socket = *step_socket;
   if (static_cast<int>(ngram) + static_cast<int>(suffix) + static_cast<int>(!model.empty()) != 1) {
     return Fail(absl::InvalidArgumentError("give exactly one of --model DIR, --ngram or --suffix"));
   }
@@ -177,6 +181,7 @@ int Run(const splitspec::rpc::Flags& flags) {
   server_options.address = splitspec::rpc::JoinHostPort(host, *port);
   server_options.drain_timeout = absl::Seconds(*drain);
   serving->ApplyTo(&server_options);
+  server_options.step_handler = service.StepHandler();
   auto server = splitspec::rpc::Server::Start(server_options, {&service}, {"splitspec.v1.Drafter"});
   if (!server.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
@@ -189,6 +194,9 @@ int Run(const splitspec::rpc::Flags& flags) {
                 splitspec::rpc::JoinHostPort(metrics_host, (*metrics_server)->port()).c_str());
   }
   if ((*server)->health_port() >= 0) std::printf("splitspec-drafter health on port %d\n", (*server)->health_port());
+  if (!(*server)->step_socket_path().empty()) {
+    std::printf("splitspec-drafter step socket %s\n", (*server)->step_socket_path().c_str());
+  }
   std::fflush(stdout);
   const int signal_number = splitspec::rpc::WaitForTerminationSignal();
   std::fprintf(stderr, "splitspec-drafter: signal %d, draining\n", signal_number);

@@ -85,6 +85,9 @@ constexpr char kUsage[] =
     "  --max-running N              requests decoding at once (64)\n"
     "  --max-k K                    largest draft a policy may choose: chain length or tree nodes (8)\n"
     "  --pipeline on|off            draft the next step's chains while this step verifies (off)\n"
+    "  --step-sockets on|off        Verify and Propose to a worker addressed as unix://PATH over its\n"
+    "                               step socket PATH.step (no thread hand-offs; gRPC while absent;\n"
+    "                               not with --worker-tls-*) (on)\n"
     "  --latency-residual on|off    learn per batch size what the refitted latency line misses (on)\n"
     "  --default-max-tokens N       max_tokens of requests that leave it 0 (128)\n"
     "  --worker-timeout-seconds S   longest deadline of a call to a worker (60)\n"
@@ -140,6 +143,8 @@ int Run(const rpc::Flags& flags) {
   const std::string policy_config_path = flags.GetString("policy-config");
   const std::string latency_path = flags.GetString("latency-model");
   const std::string pipeline = flags.GetString("pipeline", "off");
+  const absl::StatusOr<bool> step_sockets_flag = flags.GetOnOff("step-sockets", true);
+  if (!step_sockets_flag.ok()) return Fail(step_sockets_flag.status());
   const std::string latency_residual = flags.GetString("latency-residual", "on");
   std::string tokenizer_path = flags.GetString("tokenizer");
   auto port = flags.GetInt("port", 50050);
@@ -198,6 +203,8 @@ int Run(const rpc::Flags& flags) {
     api_key = *key;
   }
 
+  // A step socket carries no TLS: with worker certificates every call stays on gRPC.
+  const bool step_sockets = *step_sockets_flag && !worker_tls.enabled();
   // Every channel to a worker made from here on presents our certificate (mutual TLS).
   if (absl::Status s = rpc::UseClientTls(worker_tls); !s.ok()) {
     return Fail(absl::InvalidArgumentError(
@@ -209,8 +216,9 @@ int Run(const rpc::Flags& flags) {
   // dns:/// names resolve to one replica per address, re-resolved while serving.
   auto discovery = router::VerifierDiscovery::Create(
       verifier_address,
-      [timeout = absl::Seconds(*worker_timeout)](const std::string& address, const std::string& server_name) {
-        return std::make_unique<router::GrpcVerifier>(address, timeout, server_name);
+      [timeout = absl::Seconds(*worker_timeout), step_sockets](const std::string& address,
+                                                              const std::string& server_name) {
+        return std::make_unique<router::GrpcVerifier>(address, timeout, server_name, step_sockets);
       },
       rpc::ResolveAddresses);
   if (!discovery.ok()) return Die("--verifier " + verifier_address, discovery.status());
@@ -232,8 +240,9 @@ int Run(const rpc::Flags& flags) {
   router::SteadyClock drafter_clock;
   auto drafter_discovery = router::DrafterDiscovery::Create(
       drafter_flags,
-      [timeout = absl::Seconds(*worker_timeout)](const std::string& address, const std::string& server_name) {
-        return std::make_unique<router::GrpcDrafter>(address, timeout, server_name);
+      [timeout = absl::Seconds(*worker_timeout), step_sockets](const std::string& address,
+                                                              const std::string& server_name) {
+        return std::make_unique<router::GrpcDrafter>(address, timeout, server_name, step_sockets);
       },
       rpc::ResolveAddresses, &drafter_clock, *probe_interval);
   if (!drafter_discovery.ok()) return Fail(drafter_discovery.status());

@@ -22,9 +22,12 @@
 # "prefix_search": false (the candidate-batch search off); smartspec:chains = smartspec-batch.json
 # with "trees": false (chains only); P = configs/policies/P.json when it
 # exists; a `+pipeline` suffix (static:3+pipeline) runs the same policy with --pipeline on, a
-# `+line` suffix (smartspec+line) with --latency-residual off (the refitted line alone).
+# `+line` suffix (smartspec+line) with --latency-residual off (the refitted line alone), a
+# `+grpc` suffix (none+grpc; last of the suffixes) with --step-sockets off (with --unix: every
+# call over gRPC instead of the workers' step sockets).
 # --unix: the services listen on Unix sockets in OUT/sockets instead of loopback TCP ports (one
-# host skips the TCP stack; the load generator talks to the router over its socket too).
+# host skips the TCP stack; the load generator talks to the router over its socket too), and the
+# routers send Verify and Propose over the workers' step sockets (unless `+grpc`).
 # --router-flags are added to every router (e.g. --max-k 32 for trees of 32 nodes). `none` gets no drafter (plain decoding; see docs/benchmarks.md). Placement as
 # scripts/bench-sweep.sh: verifier on CPU 1, drafter on CPU 0, one engine thread each; router
 # and load generator unpinned. Workers run no metrics servers (--metrics-port -1), so it runs
@@ -64,7 +67,7 @@ while (($#)); do
     --unix) unix=1 ;;
     --out) out="$2"; shift ;;
     --router-flags) router_extra="$2"; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -134,7 +137,11 @@ sed 's/"granularity": "batch",/"granularity": "batch", "trees": false,/' \
 run_cell() {
   local pass="$1" policy="$2" rate="$3" seconds="$4"
   local safe="${policy//:/-}" label="$policy"
-  local router_flags pipeline_flags=() residual_flags=()
+  local router_flags pipeline_flags=() residual_flags=() transport_flags=()
+  if [[ "$policy" == *+grpc ]]; then
+    transport_flags=(--step-sockets off)
+    policy="${policy%+grpc}"
+  fi
   if [[ "$policy" == *+line ]]; then
     residual_flags=(--latency-residual off)
     policy="${policy%+line}"
@@ -154,7 +161,7 @@ run_cell() {
       ;;
   esac
   [ -n "$latency_model" ] && router_flags+=(--latency-model "$latency_model")
-  router_flags+=("${pipeline_flags[@]}" "${residual_flags[@]}")
+  router_flags+=("${pipeline_flags[@]}" "${residual_flags[@]}" "${transport_flags[@]}")
   # shellcheck disable=SC2206  # word splitting of the extra flags is the point
   [ -n "$router_extra" ] && router_flags+=($router_extra)
   local pool_flags=(--drafter "model=$drafter_addr")

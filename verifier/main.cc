@@ -90,6 +90,8 @@ constexpr char kUsage[] =
     "  --health-port P|0        also serve grpc.health.v1 alone, in plaintext, on this port (for\n"
     "                           probes without a certificate; off by default, 0 = a free port)\n"
     "  --enable-reflection      gRPC server reflection (off: it lists every method to any caller)\n"
+    "  --step-socket on|off     with a unix:// --host and no TLS, also serve Verify on PATH.step, a\n"
+    "                           plain socket with no thread hand-offs for a router on this host (on)\n"
     "  --expose-model-path      GetInfo reports the model directory (off: only its name), which a\n"
     "                           router uses to find the tokenizer when it has no --tokenizer\n"
     "  --check-flags            check the flags (device names, not devices) and exit 0 without\n"
@@ -133,6 +135,7 @@ int Serve(splitspec::verifier::VerifierCore& core, const std::string& host, int 
   server_options.address = splitspec::rpc::JoinHostPort(host, port);
   server_options.drain_timeout = absl::Seconds(drain);
   serving.ApplyTo(&server_options);
+  server_options.step_handler = service.StepHandler();
   auto server = splitspec::rpc::Server::Start(server_options, {&service}, {"splitspec.v1.Verifier"});
   if (!server.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
@@ -145,6 +148,9 @@ int Serve(splitspec::verifier::VerifierCore& core, const std::string& host, int 
                 splitspec::rpc::JoinHostPort(metrics_host, (*metrics_server)->port()).c_str());
   }
   if ((*server)->health_port() >= 0) std::printf("splitspec-verifier health on port %d\n", (*server)->health_port());
+  if (!(*server)->step_socket_path().empty()) {
+    std::printf("splitspec-verifier step socket %s\n", (*server)->step_socket_path().c_str());
+  }
   std::fflush(stdout);
   const int signal_number = splitspec::rpc::WaitForTerminationSignal();
   std::fprintf(stderr, "splitspec-verifier: signal %d, draining\n", signal_number);
@@ -251,13 +257,15 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kVerifierMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", splitspec::rpc::IsUnixSocket(host) ? "127.0.0.1" : host);
   auto serving = splitspec::rpc::ParseWorkerServing(flags);
+  const absl::StatusOr<bool> step_socket = flags.GetOnOff("step-socket", true);
   const bool expose_model_path = flags.Has("expose-model-path");
-  for (const absl::Status& s : {serving.status(), port.status(), max_draft.status(), kv_blocks.status(), block_size.status(),
+  for (const absl::Status& s : {serving.status(), step_socket.status(), port.status(), max_draft.status(), kv_blocks.status(), block_size.status(),
                                 max_context.status(), lease.status(), max_sessions.status(), threads.status(), tp.status(), tp_rank.status(), tp_leader_port.status(),
                                 tp_join_seconds.status(), tp_heartbeat_seconds.status(), drain.status(),
                                 metrics_port.status(), flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
+  serving->step_socket = *step_socket;
   if (options.model_dir.empty()) return Fail(absl::InvalidArgumentError("--model DIR is required"));
   // --check-flags: the device's name, not whether this machine has it.
   absl::Status device_ok = check_only ? splitspec::engine::ParseDevice(options.device).status()

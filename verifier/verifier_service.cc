@@ -8,6 +8,7 @@
 
 #include "common/rpc/convert.h"
 #include "common/rpc/status.h"
+#include "common/rpc/step_handler.h"
 
 namespace splitspec::verifier {
 
@@ -80,6 +81,12 @@ grpc::Status VerifierService::Verify(grpc::ServerContext*, const v1::VerifyReque
   }
   rpc::ToProto(*result, response);
   return grpc::Status::OK;
+}
+
+rpc::StepHandler VerifierService::StepHandler() {
+  return rpc::UnaryStepHandler<v1::VerifyRequest, v1::VerifyResponse>(
+      rpc::StepMethod::kVerify, [this](grpc::ServerContext* context, const v1::VerifyRequest* request,
+                                       v1::VerifyResponse* response) { return Verify(context, request, response); });
 }
 
 grpc::Status VerifierService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,

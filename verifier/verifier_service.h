@@ -13,6 +13,7 @@
 
 #include "common/metrics/worker_metrics.h"
 #include "common/rpc/periodic_task.h"
+#include "common/rpc/step_socket_server.h"
 #include "splitspec/v1/verifier.grpc.pb.h"
 #include "verifier/verifier_core.h"
 
@@ -35,6 +36,9 @@ class VerifierService final : public v1::Verifier::Service {
                        v1::ReleaseResponse* response) override;
   grpc::Status GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
                        v1::WorkerInfo* response) override;
+  // Verify for the step socket (common/rpc/step_socket_server.h): the same method, another
+  // transport.
+  rpc::StepHandler StepHandler();
 
  private:
   // Gauges from the core's Info; mu_ held.

@@ -77,6 +77,14 @@ absl::StatusOr<double> Flags::GetDouble(const std::string& name, double fallback
   return parsed;
 }
 
+absl::StatusOr<bool> Flags::GetOnOff(const std::string& name, bool fallback) const {
+  if (!Has(name)) return fallback;
+  const std::string value = GetString(name);
+  if (value == "on") return true;
+  if (value == "off") return false;
+  return absl::InvalidArgumentError(absl::StrCat("--", name, " expects on or off, got '", value, "'"));
+}
+
 absl::Status Flags::CheckAllUsed() const {
   std::vector<std::string> unknown;
   for (const auto& [name, values] : values_) {

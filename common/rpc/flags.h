@@ -31,6 +31,8 @@ class Flags {
   // INVALID_ARGUMENT naming the flag when the value is not a number.
   absl::StatusOr<int> GetInt(const std::string& name, int fallback) const;
   absl::StatusOr<double> GetDouble(const std::string& name, double fallback) const;
+  // A switch given as "on" or "off"; INVALID_ARGUMENT naming the flag for anything else.
+  absl::StatusOr<bool> GetOnOff(const std::string& name, bool fallback) const;
   // INVALID_ARGUMENT listing flags that were given but never read (typos), so call it last.
   absl::Status CheckAllUsed() const;
 

@@ -146,6 +146,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     }
     out->health_port_ = health_port;
   }
+  if (options.step_handler && options.step_socket && IsUnixSocket(options.address) && !options.tls.enabled()) {
+    absl::StatusOr<std::unique_ptr<StepSocketServer>> step =
+        StepSocketServer::Start(StepSocketPath(options.address), options.step_handler);
+    if (!step.ok()) return step.status();
+    out->step_server_ = *std::move(step);
+  }
   out->SetHealth(true);
   return out;
 }
@@ -175,6 +181,9 @@ void Server::Shutdown() {
   }
   // Health first, so load balancers and our router stop sending before the port closes.
   SetHealth(false);
+  // A step call in progress is answered; later ones find the socket closed, as a draining
+  // gRPC server refuses new calls.
+  if (step_server_ != nullptr) step_server_->Stop();
   const auto deadline = std::chrono::system_clock::now() +
                         std::chrono::microseconds(absl::ToInt64Microseconds(options_.drain_timeout));
   server_->Shutdown(deadline);

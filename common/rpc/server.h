@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/rpc/step_socket_server.h"
 
 namespace splitspec::rpc {
 
@@ -47,6 +48,11 @@ struct ServerOptions {
   int health_port = -1;
   // Server reflection (grpcurl): off unless asked for, it lists every method to anyone.
   bool reflection = false;
+  // The worker's per-step method on a step socket (step_socket_wire.h) at StepSocketPath(address)
+  // beside a unix:// address, for a router on the same host; not with TLS (the socket has
+  // none) nor with a TCP address. Unset: none.
+  StepHandler step_handler;
+  bool step_socket = true;
 };
 
 // Thread-safe: Shutdown and Wait may be called from any thread; Shutdown is idempotent.
@@ -65,6 +71,8 @@ class Server {
   int health_port() const { return health_port_; }
   // "host:port" with the port actually bound.
   const std::string& address() const { return address_; }
+  // The step socket's path, "" without one.
+  std::string step_socket_path() const { return step_server_ != nullptr ? step_server_->path() : ""; }
 
   // Drains (see the file comment) and returns when the server has stopped.
   void Shutdown();
@@ -81,6 +89,7 @@ class Server {
   std::unique_ptr<grpc::Server> health_server_;  // the plaintext health-only port
   class HealthOnly;
   std::unique_ptr<HealthOnly> health_only_;  // its grpc.health.v1 service
+  std::unique_ptr<StepSocketServer> step_server_;
   int health_port_ = -1;
   int port_;
   std::string address_;

@@ -21,12 +21,15 @@ struct WorkerServing {
   TlsFiles tls;
   int health_port = -1;
   bool reflection = false;
+  // The workers' --step-socket on|off (read by their mains: the router serves no step socket).
+  bool step_socket = true;
 
   // Copies the serving choices into server options.
   void ApplyTo(ServerOptions* options) const {
     options->tls = tls;
     options->health_port = health_port;
     options->reflection = reflection;
+    options->step_socket = step_socket;
   }
   // "plaintext" or "mutual TLS", plus the health port: for the startup line.
   std::string Describe() const;

@@ -7,6 +7,7 @@
 #include <grpcpp/security/tls_credentials_options.h>
 
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "common/rpc/convert.h"
@@ -23,6 +24,21 @@ std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
 }
 
 void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) { context->set_deadline(Deadline(timeout)); }
+
+// One call over a step socket: the response message, or nullopt when the request did not reach
+// the socket (the caller then sends it over gRPC).
+template <typename Response, typename Request>
+std::optional<absl::StatusOr<Response>> CallStepSocket(StepSocketClient* step, StepMethod method,
+                                                       const Request& request, absl::Duration timeout) {
+  if (step == nullptr) return std::nullopt;
+  bool sent = false;
+  absl::StatusOr<std::string> bytes = step->Call(method, request.SerializeAsString(), timeout, &sent);
+  if (!sent) return std::nullopt;
+  if (!bytes.ok()) return bytes.status();
+  Response response;
+  if (!response.ParseFromString(*bytes)) return absl::InternalError("step socket answer does not parse");
+  return response;
+}
 
 }  // namespace
 
@@ -84,6 +100,10 @@ absl::StatusOr<std::vector<spec::PrefillResult>> VerifierClient::Prefill(const s
 absl::StatusOr<spec::VerifyResponse> VerifierClient::Verify(const std::vector<spec::VerifyItem>& items) {
   v1::VerifyRequest request;
   ToProto(items, &request);
+  if (auto answer = CallStepSocket<v1::VerifyResponse>(step_.get(), StepMethod::kVerify, request, timeout())) {
+    if (!answer->ok()) return answer->status();
+    return FromProto(**answer);
+  }
   v1::VerifyResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, timeout());
@@ -129,6 +149,10 @@ DrafterClient::DrafterClient(std::shared_ptr<grpc::Channel> channel, absl::Durat
 absl::StatusOr<spec::ProposeResponse> DrafterClient::Propose(const std::vector<spec::ProposeItem>& items) {
   v1::ProposeRequest request;
   ToProto(items, &request);
+  if (auto answer = CallStepSocket<v1::ProposeResponse>(step_.get(), StepMethod::kPropose, request, timeout())) {
+    if (!answer->ok()) return answer->status();
+    return FromProto(**answer);
+  }
   v1::ProposeResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, timeout());

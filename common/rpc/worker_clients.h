@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/rpc/server.h"
+#include "common/rpc/step_socket_client.h"
 #include "common/spec/worker_api.h"
 #include "splitspec/v1/drafter.grpc.pb.h"
 #include "splitspec/v1/verifier.grpc.pb.h"
@@ -49,12 +50,16 @@ class VerifierClient {
   // Bounds the calls made after it (safe to call while another thread makes calls).
   void set_timeout(absl::Duration timeout) { timeout_us_.store(absl::ToInt64Microseconds(timeout)); }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  // Sends Verify over the worker's step socket at `path` (step_socket_wire.h) from now on, and
+  // over gRPC while it cannot be reached. Call before the calls start.
+  void UseStepSocket(const std::string& path) { step_ = std::make_unique<StepSocketClient>(path); }
 
  private:
   absl::Duration timeout() const { return absl::Microseconds(timeout_us_.load()); }
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Verifier::Stub> stub_;
   std::atomic<int64_t> timeout_us_;
+  std::unique_ptr<StepSocketClient> step_;
 };
 
 class DrafterClient {
@@ -65,12 +70,15 @@ class DrafterClient {
   absl::Status Release(const std::vector<spec::RequestId>& ids);
   absl::StatusOr<spec::WorkerInfo> GetInfo();
   void set_timeout(absl::Duration timeout) { timeout_us_.store(absl::ToInt64Microseconds(timeout)); }
+  // Propose over the worker's step socket, as VerifierClient::UseStepSocket.
+  void UseStepSocket(const std::string& path) { step_ = std::make_unique<StepSocketClient>(path); }
 
  private:
   absl::Duration timeout() const { return absl::Microseconds(timeout_us_.load()); }
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Drafter::Stub> stub_;
   std::atomic<int64_t> timeout_us_;
+  std::unique_ptr<StepSocketClient> step_;
 };
 
 // grpc.health.v1 Check of `service` ("" = the whole server): OK when SERVING, UNAVAILABLE

@@ -18,9 +18,13 @@ class GrpcDrafter : public DrafterClient {
  public:
   // A drafter that is down fails its calls fast (no wait-for-ready), which the core turns into
   // k = 0 for that step; the channel reconnects in the background.
-  // `server_name`: see rpc::MakeChannel.
-  GrpcDrafter(const std::string& address, absl::Duration timeout, const std::string& server_name = "")
-      : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {}
+  // `server_name`: see rpc::MakeChannel. `step_socket`: Propose goes over the worker's step
+  // socket when `address` is unix://PATH (rpc::DrafterClient::UseStepSocket).
+  GrpcDrafter(const std::string& address, absl::Duration timeout, const std::string& server_name = "",
+              bool step_socket = false)
+      : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {
+    if (step_socket && rpc::IsUnixSocket(address)) client_.UseStepSocket(rpc::StepSocketPath(address));
+  }
 
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items) override {
     return client_.Propose(items);
@@ -37,8 +41,12 @@ class GrpcDrafter : public DrafterClient {
 
 class GrpcVerifier : public VerifierClient {
  public:
-  GrpcVerifier(const std::string& address, absl::Duration timeout, const std::string& server_name = "")
-      : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {}
+  // `step_socket`: Verify goes over the worker's step socket when `address` is unix://PATH.
+  GrpcVerifier(const std::string& address, absl::Duration timeout, const std::string& server_name = "",
+               bool step_socket = false)
+      : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {
+    if (step_socket && rpc::IsUnixSocket(address)) client_.UseStepSocket(rpc::StepSocketPath(address));
+  }
 
   absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(const std::vector<spec::PrefillItem>& items) override {
     return client_.Prefill(items);

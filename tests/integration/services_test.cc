@@ -4,6 +4,7 @@
 // clean exit on SIGTERM.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -168,7 +169,8 @@ TEST_F(ServicesTest, SixteenConcurrentStreamsCompleteWithCorrectOutputs) {
 }
 
 // Services on one host can talk over Unix sockets (--host unix:///PATH, and the same address on
-// the router's --verifier / --drafter); the output is the target's as over TCP.
+// the router's --verifier / --drafter); the output is the target's as over TCP, with Verify and
+// Propose over the workers' step sockets (PATH.step, the default) and with every call on gRPC.
 TEST_F(ServicesTest, ServicesOverUnixSocketsGiveTheSameOutput) {
   const TestModels& models = GetTestModels();
   splitspec::testing::ScopedTempDir dir("unix_sockets_");
@@ -180,17 +182,27 @@ TEST_F(ServicesTest, ServicesOverUnixSocketsGiveTheSameOutput) {
   auto drafter = Process::Start({SPLITSPEC_DRAFTER_BIN, "--model", models.draft_dir, "--host", drafter_socket,
                                  "--threads", "1", "--metrics-port", "-1"});
   EXPECT_EQ(verifier->address(), verifier_socket);
-  auto router = Process::Start({SPLITSPEC_ROUTER_BIN, "--verifier", verifier_socket, "--drafter",
-                                "model=" + drafter_socket, "--host", router_socket, "--metrics-port", "-1",
-                                "--policy", "static:3"});
-  EXPECT_EQ(router->address(), router_socket);
-  const Generated out = Generate(router->address(), TokenRequest(kVaried, kMaxTokens, "model"));
-  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-  EXPECT_EQ(out.tokens, Reference(kVaried, kMaxTokens));
-  EXPECT_GT(out.final.usage().drafted_tokens(), 0);
-  EXPECT_EQ(router->Stop(), 0);
+  const std::string verifier_step = dir.path() + "/verifier.sock.step";
+  const std::string drafter_step = dir.path() + "/drafter.sock.step";
+  struct stat st;
+  ASSERT_EQ(stat(verifier_step.c_str(), &st), 0) << "the verifier serves Verify on its step socket";
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(stat(drafter_step.c_str(), &st), 0) << "the drafter serves Propose on its step socket";
+  for (const char* step_sockets : {"on", "off"}) {
+    auto router = Process::Start({SPLITSPEC_ROUTER_BIN, "--verifier", verifier_socket, "--drafter",
+                                  "model=" + drafter_socket, "--host", router_socket, "--metrics-port", "-1",
+                                  "--policy", "static:3", "--step-sockets", step_sockets});
+    EXPECT_EQ(router->address(), router_socket);
+    const Generated out = Generate(router->address(), TokenRequest(kVaried, kMaxTokens, "model"));
+    ASSERT_TRUE(out.status.ok()) << step_sockets << ": " << out.status.error_message();
+    EXPECT_EQ(out.tokens, Reference(kVaried, kMaxTokens)) << "--step-sockets " << step_sockets;
+    EXPECT_GT(out.final.usage().drafted_tokens(), 0);
+    EXPECT_EQ(router->Stop(), 0);
+  }
   EXPECT_EQ(drafter->Stop(), 0);
   EXPECT_EQ(verifier->Stop(), 0);
+  EXPECT_NE(stat(verifier_step.c_str(), &st), 0) << "a stopped worker removes its step socket";
+  EXPECT_NE(stat(drafter_step.c_str(), &st), 0);
 }
 
 // Suffix decoding as a drafter pool: chains and trees from the request's own tokens and from

@@ -1,0 +1,38 @@
+// Serves a gRPC service's unary method on a step socket (step_socket_server.h), so that both
+// transports run the same handler code: parse, call, serialise.
+#ifndef SPLITSPEC_COMMON_RPC_STEP_HANDLER_H_
+#define SPLITSPEC_COMMON_RPC_STEP_HANDLER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/rpc/status.h"
+#include "common/rpc/step_socket_server.h"
+
+namespace splitspec::rpc {
+
+// `call(context, request, response)` is the service's method (a lambda over it); the handler
+// answers UNIMPLEMENTED for any other method and INVALID_ARGUMENT for bytes that do not parse.
+template <typename Request, typename Response, typename Call>
+StepHandler UnaryStepHandler(StepMethod served, Call call) {
+  return [served, call = std::move(call)](StepMethod method, const std::string& bytes) -> absl::StatusOr<std::string> {
+    if (method != served) {
+      return absl::UnimplementedError(absl::StrCat("step socket method ", static_cast<uint32_t>(method),
+                                                   " is not served here"));
+    }
+    Request request;
+    if (!request.ParseFromString(bytes)) return absl::InvalidArgumentError("step socket request does not parse");
+    Response response;
+    grpc::ServerContext context;  // unused by the services' methods
+    const grpc::Status status = call(&context, &request, &response);
+    if (!status.ok()) return FromGrpcStatus(status);
+    return response.SerializeAsString();
+  };
+}
+
+}  // namespace splitspec::rpc
+
+#endif  // SPLITSPEC_COMMON_RPC_STEP_HANDLER_H_

@@ -1,0 +1,78 @@
+// Step socket client (see step_socket_client.h).
+#include "common/rpc/step_socket_client.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace splitspec::rpc {
+
+StepSocketClient::~StepSocketClient() {
+  std::lock_guard<std::mutex> lock(mu_);
+  CloseLocked();
+}
+
+absl::Status StepSocketClient::ConnectLocked() {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path_.empty() || path_.size() >= sizeof(addr.sun_path)) {
+    return absl::UnavailableError(absl::StrCat("step socket path \"", path_, "\" is too long or empty"));
+  }
+  std::memcpy(addr.sun_path, path_.data(), path_.size());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("step socket: ", std::strerror(errno)));
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const std::string why = std::strerror(errno);
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot connect to step socket ", path_, ": ", why));
+  }
+  fd_ = fd;
+  return absl::OkStatus();
+}
+
+void StepSocketClient::CloseLocked() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std::string& request,
+                                                   absl::Duration timeout, bool* sent) {
+  if (sent != nullptr) *sent = false;
+  if (request.size() > kMaxStepPayloadBytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("step socket request of ", request.size(), " bytes exceeds ", kMaxStepPayloadBytes));
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ < 0) {
+    if (absl::Now() < next_connect_) return absl::UnavailableError(absl::StrCat("no step socket at ", path_));
+    if (absl::Status s = ConnectLocked(); !s.ok()) {
+      next_connect_ = absl::Now() + absl::Seconds(1);
+      return s;
+    }
+  }
+  if (sent != nullptr) *sent = true;
+  if (absl::Status s = WriteStepFrame(fd_, static_cast<uint32_t>(method), request); !s.ok()) {
+    CloseLocked();
+    return s;
+  }
+  uint32_t code = 0;
+  std::string payload;
+  if (absl::Status s = ReadStepFrame(fd_, deadline, &code, &payload); !s.ok()) {
+    CloseLocked();
+    if (absl::IsInvalidArgument(s)) return absl::UnavailableError(absl::StrCat("step socket ", path_, ": ", s.message()));
+    return s;
+  }
+  if (code == static_cast<uint32_t>(absl::StatusCode::kOk)) return payload;
+  if (code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
+    return absl::UnknownError(absl::StrCat("step socket answer with status code ", code, ": ", payload));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code), payload);
+}
+
+}  // namespace splitspec::rpc

@@ -1,0 +1,48 @@
+// The router's end of a worker's step socket (see step_socket_wire.h): one connection, made on
+// first use and again after a failure, one call at a time.
+//
+// Thread-safe: calls from several threads take turns on the connection.
+#ifndef SPLITSPEC_COMMON_RPC_STEP_SOCKET_CLIENT_H_
+#define SPLITSPEC_COMMON_RPC_STEP_SOCKET_CLIENT_H_
+
+#include <mutex>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/rpc/step_socket_wire.h"
+
+namespace splitspec::rpc {
+
+class StepSocketClient {
+ public:
+  explicit StepSocketClient(std::string path) : path_(std::move(path)) {}
+  ~StepSocketClient();
+  StepSocketClient(const StepSocketClient&) = delete;
+  StepSocketClient& operator=(const StepSocketClient&) = delete;
+
+  // One call: the serialised response, or the worker's error for it. `*sent` (when given) says
+  // whether the request reached the socket: false when no connection could be made (none is
+  // tried for a second after a failed one), so the caller may send the call another way.
+  // Errors of the socket itself: UNAVAILABLE when the connection broke after the request was
+  // sent, DEADLINE_EXCEEDED after `timeout`; the connection is then closed, so a late answer
+  // is never read as the next call's.
+  absl::StatusOr<std::string> Call(StepMethod method, const std::string& request, absl::Duration timeout,
+                                   bool* sent = nullptr);
+
+  const std::string& path() const { return path_; }
+
+ private:
+  absl::Status ConnectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string path_;
+  std::mutex mu_;
+  int fd_ ABSL_GUARDED_BY(mu_) = -1;
+  absl::Time next_connect_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+}  // namespace splitspec::rpc
+
+#endif  // SPLITSPEC_COMMON_RPC_STEP_SOCKET_CLIENT_H_

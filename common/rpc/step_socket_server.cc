@@ -1,0 +1,133 @@
+// Step socket server (see step_socket_server.h).
+#include "common/rpc/step_socket_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace splitspec::rpc {
+
+absl::StatusOr<std::unique_ptr<StepSocketServer>> StepSocketServer::Start(const std::string& path, StepHandler handler,
+                                                                          int max_connections) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step socket path \"", path, "\" must be 1 to ", sizeof(addr.sun_path) - 1, " bytes"));
+  }
+  if (max_connections < 1) return absl::InvalidArgumentError("a step socket needs max_connections >= 1");
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  struct stat existing;
+  if (lstat(path.c_str(), &existing) == 0) {
+    // A socket left by a worker that did not stop cleanly is replaced; a regular file is not ours.
+    if (!S_ISSOCK(existing.st_mode)) {
+      return absl::AlreadyExistsError(absl::StrCat(path, " exists and is not a socket"));
+    }
+    unlink(path.c_str());
+  }
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("step socket: ", std::strerror(errno)));
+  // Owner-only from the start (the umask applies to bind), then made explicit.
+  const mode_t old_umask = umask(0177);
+  const int bound = bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  umask(old_umask);
+  if (bound != 0 || chmod(path.c_str(), 0600) != 0 || listen(fd, 16) != 0) {
+    const std::string why = std::strerror(errno);
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot listen on step socket ", path, ": ", why));
+  }
+  int wake[2];
+  if (pipe2(wake, O_CLOEXEC) != 0) {
+    close(fd);
+    unlink(path.c_str());
+    return absl::InternalError(absl::StrCat("step socket: ", std::strerror(errno)));
+  }
+  std::unique_ptr<StepSocketServer> server(
+      new StepSocketServer(path, fd, wake[0], wake[1], std::move(handler), max_connections));
+  server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  return server;
+}
+
+StepSocketServer::StepSocketServer(std::string path, int listen_fd, int wake_read, int wake_write, StepHandler handler,
+                                   int max_connections)
+    : path_(std::move(path)),
+      listen_fd_(listen_fd),
+      wake_read_(wake_read),
+      wake_write_(wake_write),
+      handler_(std::move(handler)),
+      max_connections_(max_connections) {}
+
+StepSocketServer::~StepSocketServer() {
+  Stop();
+  close(listen_fd_);
+  close(wake_read_);
+  close(wake_write_);
+}
+
+void StepSocketServer::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  const char byte = 0;
+  while (write(wake_write_, &byte, 1) < 0 && errno == EINTR) {
+  }
+  if (accept_thread_.joinable()) accept_thread_.join();
+  std::unique_lock<std::mutex> lock(mu_);
+  // Ends each connection thread's next read (a call in progress still writes its answer); the
+  // thread then closes its descriptor.
+  for (int fd : connections_) shutdown(fd, SHUT_RD);
+  connections_closed_.wait(lock, [this] { return connections_.empty(); });
+  unlink(path_.c_str());
+}
+
+void StepSocketServer::AcceptLoop() {
+  for (;;) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_read_, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents != 0) return;  // Stop
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;  // the client gave up, or descriptors ran out: keep serving the others
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_ || static_cast<int>(connections_.size()) >= max_connections_) {
+      close(fd);
+      continue;
+    }
+    connections_.push_back(fd);
+    std::thread([this, fd] { Serve(fd); }).detach();
+  }
+}
+
+void StepSocketServer::Serve(int fd) {
+  uint32_t word = 0;
+  std::string request;
+  // Ends when the client disconnects, sends something that is not a frame, or Stop shuts the
+  // descriptor down.
+  while (ReadStepFrame(fd, absl::InfiniteFuture(), &word, &request).ok()) {
+    const absl::StatusOr<std::string> answer = handler_(static_cast<StepMethod>(word), request);
+    const absl::Status sent =
+        answer.ok() ? WriteStepFrame(fd, static_cast<uint32_t>(absl::StatusCode::kOk), *answer)
+                    : WriteStepFrame(fd, static_cast<uint32_t>(answer.status().code()), answer.status().message());
+    if (!sent.ok()) break;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  connections_.erase(std::find(connections_.begin(), connections_.end(), fd));
+  close(fd);
+  if (connections_.empty()) connections_closed_.notify_all();
+}
+
+}  // namespace splitspec::rpc

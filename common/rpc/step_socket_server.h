@@ -1,0 +1,70 @@
+// A worker's step socket server (wire format and rationale: step_socket_wire.h): listens on a
+// Unix domain socket, gives each connection a thread of its own that reads a request, runs the
+// handler on it and writes the answer, and so serves one caller per connection with no
+// hand-off between threads.
+//
+// Thread-safety: the handler runs on several connection threads at once when several clients
+// are connected (a router and its replicas' helpers); the services' handlers lock as their
+// gRPC methods do. Stop may be called from any thread, once or more.
+#ifndef SPLITSPEC_COMMON_RPC_STEP_SOCKET_SERVER_H_
+#define SPLITSPEC_COMMON_RPC_STEP_SOCKET_SERVER_H_
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "common/rpc/step_socket_wire.h"
+
+namespace splitspec::rpc {
+
+// Serialised request in, serialised response out; a non-OK status is sent back as the call's
+// error (the connection stays open). UNIMPLEMENTED for a method the worker does not serve.
+using StepHandler = std::function<absl::StatusOr<std::string>(StepMethod method, const std::string& request)>;
+
+class StepSocketServer {
+ public:
+  // Binds `path` (a stale socket file from an earlier run is replaced; any other existing file
+  // is an error), makes it owner-only (0600) and starts accepting. At most `max_connections`
+  // are served at once; more are closed at once (their callers fall back to gRPC).
+  static absl::StatusOr<std::unique_ptr<StepSocketServer>> Start(const std::string& path, StepHandler handler,
+                                                                  int max_connections = 16);
+  ~StepSocketServer();
+  StepSocketServer(const StepSocketServer&) = delete;
+  StepSocketServer& operator=(const StepSocketServer&) = delete;
+
+  // Stops accepting, closes every connection (a call in progress is answered first), waits for
+  // the connection threads and removes the socket file.
+  void Stop();
+  const std::string& path() const { return path_; }
+
+ private:
+  StepSocketServer(std::string path, int listen_fd, int wake_read, int wake_write, StepHandler handler,
+                   int max_connections);
+  void AcceptLoop();
+  void Serve(int fd);
+
+  const std::string path_;
+  const int listen_fd_;
+  // A pipe that wakes the accept loop's poll when Stop is called.
+  const int wake_read_;
+  const int wake_write_;
+  const StepHandler handler_;
+  const int max_connections_;
+  std::thread accept_thread_;
+  std::mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // Open connections, each served by a detached thread that removes its descriptor when it
+  // ends (so threads do not pile up as clients come and go); Stop waits for the list to empty.
+  std::vector<int> connections_ ABSL_GUARDED_BY(mu_);
+  std::condition_variable connections_closed_;
+};
+
+}  // namespace splitspec::rpc
+
+#endif  // SPLITSPEC_COMMON_RPC_STEP_SOCKET_SERVER_H_

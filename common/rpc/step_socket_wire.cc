@@ -1,0 +1,97 @@
+// Step socket frames (see step_socket_wire.h).
+#include "common/rpc/step_socket_wire.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace splitspec::rpc {
+namespace {
+
+constexpr size_t kHeaderBytes = 12;
+
+absl::Status WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    // MSG_NOSIGNAL: a closed peer is an error to report, not a SIGPIPE that ends the process.
+    const ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::UnavailableError(absl::StrCat("step socket write: ", std::strerror(errno)));
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+// Waits for the descriptor to be readable until `deadline`.
+absl::Status WaitReadable(int fd, absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return absl::OkStatus();  // the read below blocks
+  for (;;) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return absl::DeadlineExceededError("step socket call timed out");
+    pollfd p{fd, POLLIN, 0};
+    // Rounded up, so that a wait of under a millisecond does not spin at timeout 0.
+    const int ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+    const int ready = poll(&p, 1, ms);
+    if (ready > 0) return absl::OkStatus();
+    if (ready < 0 && errno != EINTR) return absl::UnavailableError(absl::StrCat("step socket poll: ", std::strerror(errno)));
+  }
+}
+
+absl::Status ReadAll(int fd, absl::Time deadline, char* data, size_t size) {
+  while (size > 0) {
+    if (absl::Status s = WaitReadable(fd, deadline); !s.ok()) return s;
+    const ssize_t n = recv(fd, data, size, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) return absl::UnavailableError("step socket closed by the peer");
+    if (n < 0) return absl::UnavailableError(absl::StrCat("step socket read: ", std::strerror(errno)));
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string StepSocketPath(const std::string& address) {
+  if (address.rfind("unix:", 0) != 0) return "";
+  std::string path = address.substr(5);
+  // unix:///abs/path -> /abs/path; unix:rel/path stays relative.
+  if (path.rfind("//", 0) == 0) path = path.substr(2);
+  if (path.empty()) return "";
+  return path + ".step";
+}
+
+absl::Status WriteStepFrame(int fd, uint32_t word, absl::string_view payload) {
+  if (payload.size() > kMaxStepPayloadBytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("step socket message of ", payload.size(), " bytes exceeds ", kMaxStepPayloadBytes));
+  }
+  char header[kHeaderBytes];
+  const uint32_t fields[3] = {kStepFrameMagic, word, static_cast<uint32_t>(payload.size())};
+  std::memcpy(header, fields, sizeof(fields));
+  if (absl::Status s = WriteAll(fd, header, sizeof(header)); !s.ok()) return s;
+  return WriteAll(fd, payload.data(), payload.size());
+}
+
+absl::Status ReadStepFrame(int fd, absl::Time deadline, uint32_t* word, std::string* payload) {
+  char header[kHeaderBytes];
+  if (absl::Status s = ReadAll(fd, deadline, header, sizeof(header)); !s.ok()) return s;
+  uint32_t fields[3];
+  std::memcpy(fields, header, sizeof(fields));
+  if (fields[0] != kStepFrameMagic) return absl::InvalidArgumentError("step socket: not a step frame");
+  if (fields[2] > kMaxStepPayloadBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("step socket: payload of ", fields[2], " bytes exceeds ",
+                                                   kMaxStepPayloadBytes));
+  }
+  *word = fields[1];
+  payload->resize(fields[2]);
+  return ReadAll(fd, deadline, payload->data(), payload->size());
+}
+
+}  // namespace splitspec::rpc

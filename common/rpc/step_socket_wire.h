@@ -1,0 +1,55 @@
+// The step socket: a worker's per-step calls (Verify, Propose) over a Unix domain socket beside
+// its gRPC address, for a router on the same host.
+//
+// Why: on a virtual machine every hand-off between threads costs a wake-up, and a gRPC unary
+// call crosses several (the poller that reads the request, the handler, the thread that writes
+// the answer, the client's poller); after a worker's forward those threads have slept for
+// milliseconds and wake slowly. A step socket is one blocking read and one blocking write on
+// each side: the connection's own thread reads a request, runs the handler and writes the
+// answer, and the caller's thread reads it. bench/rpc/rpc_roundtrip_bench measures both.
+//
+// Wire format: frames of a 12-byte header {u32 magic, u32 word, u32 payload bytes} (host byte
+// order: both ends are on one host) and the payload. A request's word is its StepMethod and its
+// payload the serialised request message; an answer's word is an absl::StatusCode, with the
+// serialised response message when OK and the error message otherwise. One call at a time per
+// connection, answered in order.
+//
+// Security: the socket file is created with mode 0600 (the worker's user only) and carries no
+// TLS, so a worker serves one only without TLS, and a router uses one only for workers it
+// addresses as unix://PATH itself.
+#ifndef SPLITSPEC_COMMON_RPC_STEP_SOCKET_WIRE_H_
+#define SPLITSPEC_COMMON_RPC_STEP_SOCKET_WIRE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace splitspec::rpc {
+
+enum class StepMethod : uint32_t {
+  kVerify = 1,   // splitspec.v1.VerifyRequest -> VerifyResponse
+  kPropose = 2,  // splitspec.v1.ProposeRequest -> ProposeResponse
+};
+
+inline constexpr uint32_t kStepFrameMagic = 0x314b5353;  // "SSK1"
+// The largest payload either side accepts (as the gRPC servers' message limit).
+inline constexpr uint32_t kMaxStepPayloadBytes = 64u << 20;
+
+// "unix:///run/w.sock" or "unix:w.sock" -> "/run/w.sock.step" / "w.sock.step"; "" for an
+// address that is not a Unix socket.
+std::string StepSocketPath(const std::string& address);
+
+// Writes one whole frame (EINTR and short writes handled). UNAVAILABLE when the peer is gone.
+absl::Status WriteStepFrame(int fd, uint32_t word, absl::string_view payload);
+// Reads one whole frame, waiting until `deadline` (absl::InfiniteFuture(): no limit).
+// DEADLINE_EXCEEDED when it passes, UNAVAILABLE when the peer closed or reset the connection,
+// INVALID_ARGUMENT for a header that is not ours or a payload over kMaxStepPayloadBytes (the
+// connection cannot be resynchronised after either: callers close it).
+absl::Status ReadStepFrame(int fd, absl::Time deadline, uint32_t* word, std::string* payload);
+
+}  // namespace splitspec::rpc
+
+#endif  // SPLITSPEC_COMMON_RPC_STEP_SOCKET_WIRE_H_

@@ -1,0 +1,297 @@
+// Step socket: frame encoding, the server's connection threads, the client's error handling
+// (a late answer never read as the next call's), and the worker clients sending Verify and
+// Propose over it while other calls stay on gRPC.
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sys/un.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/rpc/step_handler.h"
+#include "common/rpc/step_socket_client.h"
+#include "common/rpc/step_socket_server.h"
+#include "common/rpc/step_socket_wire.h"
+#include "common/rpc/worker_clients.h"
+#include "grpc/health/v1/health.pb.h"
+#include "gtest/gtest.h"
+#include "tests/support/scoped_temp_dir.h"
+
+namespace splitspec::rpc {
+namespace {
+
+using ::splitspec::testing::ScopedTempDir;
+
+// Answers a request with "echo:" + its bytes; a request "fail" with NOT_FOUND.
+absl::StatusOr<std::string> Echo(StepMethod method, const std::string& request) {
+  if (method != StepMethod::kVerify) return absl::UnimplementedError("only Verify");
+  if (request == "fail") return absl::NotFoundError("no such session");
+  return "echo:" + request;
+}
+
+TEST(StepSocketPathTest, SitsBesideTheUnixSocketAddress) {
+  EXPECT_EQ(StepSocketPath("unix:///run/splitspec/verifier.sock"), "/run/splitspec/verifier.sock.step");
+  EXPECT_EQ(StepSocketPath("unix:relative.sock"), "relative.sock.step");
+  EXPECT_EQ(StepSocketPath("127.0.0.1:50051"), "");
+  EXPECT_EQ(StepSocketPath("unix:"), "");
+}
+
+class FramePair : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds_), 0); }
+  void TearDown() override {
+    for (int fd : fds_) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  int fds_[2] = {-1, -1};
+};
+
+TEST_F(FramePair, RoundTripsWordAndPayloadIncludingEmptyAndBinary) {
+  const std::string binary("a\0b\xff", 4);
+  for (const std::string& payload : {std::string(), binary, std::string(1 << 20, 'x')}) {
+    // A 1 MiB frame does not fit the socket buffer: written from another thread.
+    std::thread writer([&] { ASSERT_TRUE(WriteStepFrame(fds_[0], 7, payload).ok()); });
+    uint32_t word = 0;
+    std::string got;
+    ASSERT_TRUE(ReadStepFrame(fds_[1], absl::InfiniteFuture(), &word, &got).ok());
+    writer.join();
+    EXPECT_EQ(word, 7u);
+    EXPECT_EQ(got, payload);
+  }
+}
+
+TEST_F(FramePair, RefusesBytesThatAreNotAFrameAndOversizedPayloads) {
+  const uint32_t bad_magic[3] = {0x12345678, 1, 0};
+  ASSERT_EQ(write(fds_[0], bad_magic, sizeof(bad_magic)), static_cast<ssize_t>(sizeof(bad_magic)));
+  uint32_t word;
+  std::string payload;
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadStepFrame(fds_[1], absl::InfiniteFuture(), &word, &payload)));
+  const uint32_t too_big[3] = {kStepFrameMagic, 1, kMaxStepPayloadBytes + 1};
+  ASSERT_EQ(write(fds_[0], too_big, sizeof(too_big)), static_cast<ssize_t>(sizeof(too_big)));
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadStepFrame(fds_[1], absl::InfiniteFuture(), &word, &payload)));
+  EXPECT_TRUE(absl::IsResourceExhausted(WriteStepFrame(fds_[0], 1, std::string(kMaxStepPayloadBytes + 1, 'x'))));
+}
+
+TEST_F(FramePair, ReportsAClosedPeerAndAPassedDeadline) {
+  uint32_t word;
+  std::string payload;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      ReadStepFrame(fds_[1], absl::Now() + absl::Milliseconds(20), &word, &payload)));
+  // Half a header, then the peer goes away.
+  const uint32_t half = kStepFrameMagic;
+  ASSERT_EQ(write(fds_[0], &half, sizeof(half)), static_cast<ssize_t>(sizeof(half)));
+  close(fds_[0]);
+  fds_[0] = -1;
+  EXPECT_TRUE(absl::IsUnavailable(ReadStepFrame(fds_[1], absl::InfiniteFuture(), &word, &payload)));
+  EXPECT_TRUE(absl::IsUnavailable(WriteStepFrame(fds_[1], 1, "x")));
+}
+
+TEST(StepSocketServerTest, AnswersCallsInOrderAndPassesErrorsBackOnALiveConnection) {
+  ScopedTempDir dir("step_socket_");
+  const std::string path = dir.path() + "/w.sock.step";
+  auto server = StepSocketServer::Start(path, Echo);
+  ASSERT_TRUE(server.ok()) << server.status();
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "the socket must be its owner's only";
+
+  StepSocketClient client(path);
+  bool sent = false;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<std::string> answer = client.Call(StepMethod::kVerify, std::to_string(i), absl::Seconds(10), &sent);
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_TRUE(sent);
+    EXPECT_EQ(*answer, "echo:" + std::to_string(i));
+  }
+  absl::StatusOr<std::string> failed = client.Call(StepMethod::kVerify, "fail", absl::Seconds(10));
+  EXPECT_TRUE(absl::IsNotFound(failed.status()));
+  EXPECT_EQ(failed.status().message(), "no such session");
+  EXPECT_TRUE(absl::IsUnimplemented(client.Call(StepMethod::kPropose, "x", absl::Seconds(10)).status()));
+  // The connection survived the errors.
+  EXPECT_EQ(*client.Call(StepMethod::kVerify, "again", absl::Seconds(10)), "echo:again");
+
+  (*server)->Stop();
+  EXPECT_NE(stat(path.c_str(), &st), 0) << "Stop removes the socket file";
+  // The open connection was closed by Stop: the call was sent and found it gone.
+  absl::StatusOr<std::string> after = client.Call(StepMethod::kVerify, "late", absl::Seconds(10), &sent);
+  EXPECT_TRUE(absl::IsUnavailable(after.status())) << after.status();
+}
+
+TEST(StepSocketServerTest, ServesSeveralClientsAtOnceUpToItsLimit) {
+  ScopedTempDir dir("step_socket_");
+  const std::string path = dir.path() + "/w.sock.step";
+  // Each call waits for a second one to be in its handler: both are served at the same time
+  // or neither returns.
+  std::promise<void> first_in, second_in;
+  std::shared_future<void> first = first_in.get_future().share(), second = second_in.get_future().share();
+  std::atomic<int> calls{0};
+  auto server = StepSocketServer::Start(path, [&](StepMethod, const std::string& request) -> absl::StatusOr<std::string> {
+    if (calls.fetch_add(1) == 0) {
+      first_in.set_value();
+      second.wait();
+    } else {
+      second_in.set_value();
+      first.wait();
+    }
+    return request;
+  }, /*max_connections=*/2);
+  ASSERT_TRUE(server.ok()) << server.status();
+  StepSocketClient a(path), b(path);
+  auto call_a = std::async(std::launch::async, [&] { return a.Call(StepMethod::kVerify, "a", absl::Seconds(30)); });
+  auto call_b = std::async(std::launch::async, [&] { return b.Call(StepMethod::kVerify, "b", absl::Seconds(30)); });
+  EXPECT_EQ(*call_a.get(), "a");
+  EXPECT_EQ(*call_b.get(), "b");
+  // A third connection is over the limit: closed at once, its call fails instead of hanging.
+  StepSocketClient c(path);
+  EXPECT_TRUE(absl::IsUnavailable(c.Call(StepMethod::kVerify, "c", absl::Seconds(30)).status()));
+}
+
+TEST(StepSocketServerTest, ReplacesAStaleSocketButNotAnotherFile) {
+  ScopedTempDir dir("step_socket_");
+  const std::string path = dir.path() + "/w.sock.step";
+  {
+    // A socket file left behind (bound, never unlinked).
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+    close(fd);
+  }
+  auto server = StepSocketServer::Start(path, Echo);
+  ASSERT_TRUE(server.ok()) << server.status();
+  StepSocketClient client(path);
+  EXPECT_EQ(*client.Call(StepMethod::kVerify, "x", absl::Seconds(10)), "echo:x");
+
+  const std::string file = dir.path() + "/not-a-socket";
+  std::ofstream(file) << "data";
+  EXPECT_TRUE(absl::IsAlreadyExists(StepSocketServer::Start(file, Echo).status()));
+  EXPECT_FALSE(StepSocketServer::Start(std::string(200, 'p'), Echo).ok()) << "longer than sun_path";
+}
+
+TEST(StepSocketClientTest, SaysNothingWasSentWhenNoServerListens) {
+  ScopedTempDir dir("step_socket_");
+  StepSocketClient client(dir.path() + "/absent.step");
+  bool sent = true;
+  EXPECT_TRUE(absl::IsUnavailable(client.Call(StepMethod::kVerify, "x", absl::Seconds(1), &sent).status()));
+  EXPECT_FALSE(sent);
+}
+
+TEST(StepSocketClientTest, ATimedOutAnswerIsNeverReadAsTheNextCalls) {
+  ScopedTempDir dir("step_socket_");
+  const std::string path = dir.path() + "/w.sock.step";
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  auto server = StepSocketServer::Start(path, [&](StepMethod, const std::string& request) -> absl::StatusOr<std::string> {
+    if (request == "slow") released.wait();
+    return "answer to " + request;
+  });
+  ASSERT_TRUE(server.ok()) << server.status();
+  StepSocketClient client(path);
+  bool sent = false;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      client.Call(StepMethod::kVerify, "slow", absl::Milliseconds(50), &sent).status()));
+  EXPECT_TRUE(sent);
+  release.set_value();  // the slow answer now goes to the connection the client dropped
+  // The next call connects again (after the one-second pause a failed connect would take, it
+  // is not one here: the old connection was fine, the client closed it) and gets its own answer.
+  absl::StatusOr<std::string> next = client.Call(StepMethod::kVerify, "next", absl::Seconds(10));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, "answer to next");
+}
+
+TEST(UnaryStepHandlerTest, ParsesCallsAndSerialisesLikeTheGrpcMethod) {
+  using grpc::health::v1::HealthCheckRequest;
+  using grpc::health::v1::HealthCheckResponse;
+  StepHandler handler = UnaryStepHandler<HealthCheckRequest, HealthCheckResponse>(
+      StepMethod::kVerify,
+      [](grpc::ServerContext*, const HealthCheckRequest* request, HealthCheckResponse* response) {
+        if (request->service() == "missing") return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service");
+        response->set_status(HealthCheckResponse::SERVING);
+        return grpc::Status::OK;
+      });
+  HealthCheckRequest request;
+  request.set_service("splitspec.v1.Verifier");
+  absl::StatusOr<std::string> bytes = handler(StepMethod::kVerify, request.SerializeAsString());
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  HealthCheckResponse response;
+  ASSERT_TRUE(response.ParseFromString(*bytes));
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+
+  request.set_service("missing");
+  absl::StatusOr<std::string> missing = handler(StepMethod::kVerify, request.SerializeAsString());
+  EXPECT_TRUE(absl::IsNotFound(missing.status()));
+  EXPECT_EQ(missing.status().message(), "unknown service");
+  EXPECT_TRUE(absl::IsUnimplemented(handler(StepMethod::kPropose, request.SerializeAsString()).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(handler(StepMethod::kVerify, std::string("\xff\xff\xff", 3)).status()));
+}
+
+// The worker clients: Verify and Propose take the step socket when one is set and reachable
+// (here the gRPC channel leads nowhere, so an answer proves it), and gRPC otherwise.
+TEST(WorkerClientStepSocketTest, VerifyAndProposeUseTheSocketAndFallBackToGrpcWithoutIt) {
+  ScopedTempDir dir("step_socket_");
+  const std::string grpc_address = "unix://" + dir.path() + "/nobody.sock";  // no gRPC server
+  const std::string path = StepSocketPath(grpc_address);
+  auto server = StepSocketServer::Start(path, [](StepMethod method, const std::string& bytes) -> absl::StatusOr<std::string> {
+    if (method == StepMethod::kVerify) {
+      v1::VerifyRequest request;
+      if (!request.ParseFromString(bytes)) return absl::InvalidArgumentError("bad request");
+      v1::VerifyResponse response;
+      for (const auto& item : request.items()) {
+        auto* result = response.add_results();
+        result->set_request_id(item.request_id());
+        result->set_accept_length(0);
+        result->add_tokens(42);
+      }
+      response.set_compute_seconds(0.25);
+      return response.SerializeAsString();
+    }
+    v1::ProposeRequest request;
+    if (!request.ParseFromString(bytes)) return absl::InvalidArgumentError("bad request");
+    v1::ProposeResponse response;
+    for (const auto& item : request.items()) response.add_results()->set_request_id(item.request_id());
+    return response.SerializeAsString();
+  });
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  VerifierClient verifier(MakeChannel(grpc_address), absl::Seconds(2));
+  verifier.UseStepSocket(path);
+  spec::VerifyItem item;
+  item.id = 7;
+  absl::StatusOr<spec::VerifyResponse> verified = verifier.Verify({item});
+  ASSERT_TRUE(verified.ok()) << verified.status();
+  ASSERT_EQ(verified->results.size(), 1u);
+  EXPECT_EQ(verified->results[0].id, 7u);
+  EXPECT_EQ(verified->results[0].tokens, std::vector<int32_t>{42});
+  EXPECT_DOUBLE_EQ(verified->compute_seconds, 0.25);
+
+  DrafterClient drafter(MakeChannel(grpc_address), absl::Seconds(2));
+  drafter.UseStepSocket(path);
+  spec::ProposeItem propose;
+  propose.id = 9;
+  absl::StatusOr<spec::ProposeResponse> proposed = drafter.Propose({propose});
+  ASSERT_TRUE(proposed.ok()) << proposed.status();
+  ASSERT_EQ(proposed->results.size(), 1u);
+  EXPECT_EQ(proposed->results[0].id, 9u);
+
+  // Without the socket the call goes to gRPC, which finds no server there.
+  (*server)->Stop();
+  VerifierClient fallback(MakeChannel(grpc_address), absl::Seconds(2));
+  fallback.UseStepSocket(path);
+  absl::StatusOr<spec::VerifyResponse> over_grpc = fallback.Verify({item});
+  EXPECT_FALSE(over_grpc.ok());
+  EXPECT_TRUE(absl::IsUnavailable(over_grpc.status()) || absl::IsDeadlineExceeded(over_grpc.status()))
+      << over_grpc.status();
+}
+
+}  // namespace
+}  // namespace splitspec::rpc
