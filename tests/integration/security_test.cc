@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/rpc/server.h"
+#include "common/rpc/step_socket_wire.h"
 #include "common/rpc/worker_clients.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "httplib.h"
@@ -296,6 +297,25 @@ TEST_F(SecurityTest, TheRouterRefusesAWorkerWhoseCertificateNamesAnotherHost) {
   EXPECT_EQ(GetInfoOnANewConnection(genuine->address()), grpc::StatusCode::OK);
   EXPECT_EQ(impostor->Stop(), 0);
   EXPECT_EQ(genuine->Stop(), 0);
+}
+
+// A step socket carries no TLS: a worker serving mutual TLS on a Unix socket opens none (which
+// would let a caller without a certificate past it), while the same worker in plaintext does.
+TEST_F(SecurityTest, AWorkerWithTlsServesNoStepSocket) {
+  const TestModels& models = GetTestModels();
+  ScopedTempDir dir("tls_unix_");
+  const std::string address = "unix://" + dir.path() + "/verifier.sock";
+  const std::string step_socket = rpc::StepSocketPath(address);
+  std::vector<std::string> argv = {SPLITSPEC_VERIFIER_BIN, "--model", models.target_dir, "--host", address,
+                                   "--threads", "1", "--metrics-port", "-1"};
+  for (const std::string& flag : WorkerTls()) argv.push_back(flag);
+  auto with_tls = Process::Start(argv);
+  EXPECT_FALSE(std::filesystem::exists(step_socket)) << "a TLS worker must not serve a plaintext step socket";
+  EXPECT_EQ(with_tls->Stop(), 0);
+  auto plaintext = Process::Start({SPLITSPEC_VERIFIER_BIN, "--model", models.target_dir, "--host", address,
+                                   "--threads", "1", "--metrics-port", "-1"});
+  EXPECT_TRUE(std::filesystem::exists(step_socket));
+  EXPECT_EQ(plaintext->Stop(), 0);
 }
 
 // Workers found by DNS are dialled by address but must prove the name: a pod's certificate
