@@ -10,7 +10,8 @@
 # random pair made once with `splitspec make-model` under ${XDG_CACHE_HOME:-~/.cache}/splitspec.
 # The router's latency model (which smartspec plans with, and refits as it runs) defaults to the
 # bundled pair's profile, configs/latency/cpu-2core-epyc-f32-pair.json.
-# Ports: router PORT, verifier PORT+1, model drafter PORT+2, n-gram drafter PORT+3.
+# Ports: router PORT (with --demo also a plain router on PORT+4); the verifier and the drafters
+# listen on Unix sockets in the logs directory, so the router reaches them over their step sockets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -97,13 +98,18 @@ start() {
 }
 
 echo "== starting services (logs in $logs)"
-start verifier "$bin/splitspec-verifier" --model "$target" --expose-model-path --port $((port + 1))
-start drafter-model "$bin/splitspec-drafter" --model "$draft" --port $((port + 2))
+# The workers listen on Unix sockets beside the logs: on one host the router then sends each
+# step's Verify and Propose over their step sockets (PATH.step), without gRPC's thread hand-offs.
+verifier_addr="unix://$logs/verifier.sock"
+model_addr="unix://$logs/drafter-model.sock"
+ngram_addr="unix://$logs/drafter-ngram.sock"
+start verifier "$bin/splitspec-verifier" --model "$target" --expose-model-path --host "$verifier_addr"
+start drafter-model "$bin/splitspec-drafter" --model "$draft" --host "$model_addr"
 # Metrics: router 9400, verifier 9402, model drafter 9401 (the defaults), n-gram drafter 9403
 # (deploy/prometheus/prometheus.yml scrapes all four).
-start drafter-ngram "$bin/splitspec-drafter" --ngram --port $((port + 3)) --metrics-port 9403
-start router "$bin/splitspec-router" --verifier "127.0.0.1:$((port + 1))" \
-  --drafter "model=127.0.0.1:$((port + 2))" --drafter "ngram=127.0.0.1:$((port + 3))" \
+start drafter-ngram "$bin/splitspec-drafter" --ngram --host "$ngram_addr" --metrics-port 9403
+start router "$bin/splitspec-router" --verifier "$verifier_addr" \
+  --drafter "model=$model_addr" --drafter "ngram=$ngram_addr" \
   --policy "$policy" --latency-model "$latency_model" --port "$port"
 
 # tokens_per_second LOG: the figure from the "[... N tokens/s ...]" line `generate` ends with.
@@ -112,8 +118,8 @@ tokens_per_second() { sed -n 's/.* \([0-9.]*\) tokens\/s.*/\1/p' "$1" | tail -1;
 if ((demo)); then
   # A second router over the same workers, never speculating: the same prompt through both shows
   # what speculation buys on this machine.
-  start router-plain "$bin/splitspec-router" --verifier "127.0.0.1:$((port + 1))" \
-    --drafter "model=127.0.0.1:$((port + 2))" --drafter "ngram=127.0.0.1:$((port + 3))" \
+  start router-plain "$bin/splitspec-router" --verifier "$verifier_addr" \
+    --drafter "model=$model_addr" --drafter "ngram=$ngram_addr" \
     --policy none --port $((port + 4)) --metrics-port 9404
   # Warm-up (first touch of the weights, thread start-up), so neither timing below pays for it.
   "$bin/splitspec" generate --router "127.0.0.1:$port" --prompt "$prompt" --max-tokens 8 > /dev/null
