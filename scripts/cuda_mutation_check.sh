@@ -25,6 +25,11 @@ mutations=(
 
   // The visible keys|
   // The visible keys|yes|attention: barrier after loading the query head dropped"
+  "common/engine/cuda/attention.cu|for (int w = 1; w < n_warps; ++w)|for (int w = 1; w < n_warps - 1; ++w)|no|attention: the last warp's partial sum of V dropped"
+  "common/engine/cuda/attention.cu|  __syncthreads();
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float acc = partials[d];|  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float acc = partials[d];|yes|attention: barrier before adding the warps' partial sums dropped"
   "common/engine/cuda/common.cuh|  __syncthreads();  // scratch may still be read|  // scratch may still be read|yes|BlockReduce: barrier before reusing the scratch of a previous reduction dropped"
   "common/engine/cuda/common.cuh|  if (lane == 0) scratch[warp] = v;
   __syncthreads();|  if (lane == 0) scratch[warp] = v;|yes|BlockReduce: barrier between the warp partials and their sum dropped"

@@ -1,8 +1,11 @@
 // Paged tree attention kernels. One block per (new token, query head) computes that pair from
 // scratch: scores over the visible positions only (masked ones are never visited, as in the
-// CPU backend), a max and a sum reduced in a fixed block order, then the weighted sum of V
-// walked in increasing position order by each output dimension's thread. Nothing depends on
-// the other tokens of the batch.
+// CPU backend), a max and a sum reduced in a fixed block order, then the weighted sum of V:
+// each warp walks its share of the visible keys in increasing rank order with its lanes over
+// the output dimensions, and the warps' partial sums are added in warp order. (One thread per
+// dimension walking every key in turn left the block waiting on two dependent loads a key:
+// 175 us a call at 256 keys on an H200, most of a decode step.) Nothing depends on the other
+// tokens of the batch.
 //
 // A tree node must see exactly what its root-to-node chain sees, bit for bit (speculative greedy
 // output equals plain greedy output). So the visible keys are numbered by rank, the r-th visible
@@ -18,6 +21,9 @@
 namespace splitspec::engine::cuda {
 namespace {
 
+// Threads per block. A constant, never a function of the batch: the weighted sum of V splits the
+// keys by warp, so its rounding depends on the warp count, and a token's result must not depend on
+// what shares its call.
 constexpr int kThreads = 128;
 
 __device__ __forceinline__ int64_t SlotOf(const int32_t* table, int block_size, int32_t pos) {
@@ -53,9 +59,11 @@ __global__ void PagedAttentionKernel(const float* q, int n_heads, int n_heads_kv
                                      const AttentionSeqDesc* seqs, const AttentionItem* items,
                                      const int32_t* tables, const uint8_t* masks, float* scores_all,
                                      int max_visible, float* out) {
-  float* shared = DynamicSharedMemory<float>();  // q head (head_dim), then 32 floats of reduction scratch
+  // q head (head_dim), 32 floats of reduction scratch, then each warp's partial sums (head_dim).
+  float* shared = DynamicSharedMemory<float>();
   float* q_head = shared;
   float* scratch = shared + head_dim;
+  float* partials = scratch + 32;
   const AttentionItem item = items[blockIdx.x];
   const int head = blockIdx.y;
   const AttentionSeqDesc seq = seqs[item.seq];
@@ -70,7 +78,11 @@ __global__ void PagedAttentionKernel(const float* q, int n_heads, int n_heads_kv
   const int64_t kv_cols = static_cast<int64_t>(n_heads_kv) * head_dim;
   const int64_t kv_offset = static_cast<int64_t>(kv_head) * head_dim;
   const float scale = rsqrtf(static_cast<float>(head_dim));
-  float* scores = scores_all + (static_cast<int64_t>(blockIdx.x) * n_heads + head) * max_visible;
+  const int64_t score_offset = (static_cast<int64_t>(blockIdx.x) * n_heads + head) * max_visible;
+  float* scores = scores_all + score_offset;
+  // Each visible key's cache slot, by rank, after all the scores (see LaunchPagedAttention).
+  int32_t* slots =
+      reinterpret_cast<int32_t*>(scores_all + static_cast<int64_t>(gridDim.x) * n_heads * max_visible) + score_offset;
 
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) q_head[d] = q[row * n_heads * head_dim + head * head_dim + d];
   __syncthreads();
@@ -85,11 +97,14 @@ __global__ void PagedAttentionKernel(const float* q, int n_heads, int n_heads_kv
   float local_max = -INFINITY;
   for (int32_t r = threadIdx.x; r < n_visible; r += blockDim.x) {
     const int32_t p = PositionOfRank(r, committed, mask);
-    const float* key = k_cache + SlotOf(table, block_size, p) * kv_cols + kv_offset;
+    const int64_t slot = SlotOf(table, block_size, p);
+    const float* key = k_cache + slot * kv_cols + kv_offset;
     float dot = 0.0f;
+#pragma unroll 8
     for (int d = 0; d < head_dim; ++d) dot += q_head[d] * key[d];
     const float s = dot * scale;
     scores[r] = s;
+    slots[r] = static_cast<int32_t>(slot);
     local_max = fmaxf(local_max, s);
   }
   const float max_score = BlockReduce<true>(local_max, scratch);
@@ -102,17 +117,30 @@ __global__ void PagedAttentionKernel(const float* q, int n_heads, int n_heads_kv
   const float denominator = BlockReduce<false>(local_sum, scratch);
   __syncthreads();  // every thread's exponentials are visible before the weighted sum reads them
   const float inv = 1.0f / denominator;
-  const int32_t n_positions = seq.n_context + item.node + 1;
-  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+  // The weighted sum of V. Warp w takes the ranks of tiles w, w + n_warps, ... (32 ranks a tile)
+  // in increasing order, lane l the dimensions l, l + 32, ...; the order of every addition
+  // follows the ranks alone, so a tree node still sums exactly as its chain does.
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int n_warps = static_cast<int>(blockDim.x) / 32;
+  const float* v_head = v_cache + kv_offset;
+  for (int d = lane; d < head_dim; d += 32) {
     float acc = 0.0f;
-    int32_t r = 0;
-    for (int32_t p = 0; p < n_positions; ++p) {
-      const int32_t c = p - committed;
-      if (c >= 0 && mask != nullptr && mask[c] == 0) continue;  // masked: not a visible key
-      const float weight = scores[r++];
-      if (weight == 0.0f) continue;  // underflowed: adds nothing
-      acc += weight * v_cache[SlotOf(table, block_size, p) * kv_cols + kv_offset + d];
+    for (int32_t tile = warp * 32; tile < n_visible; tile += n_warps * 32) {
+      const int32_t end = min(tile + 32, n_visible);
+#pragma unroll 4
+      for (int32_t r = tile; r < end; ++r) {
+        const float weight = scores[r];
+        if (weight == 0.0f) continue;  // underflowed: adds nothing
+        acc += weight * v_head[static_cast<int64_t>(slots[r]) * kv_cols + d];
+      }
     }
+    partials[warp * head_dim + d] = acc;
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float acc = partials[d];
+    for (int w = 1; w < n_warps; ++w) acc += partials[w * head_dim + d];
     out[row * n_heads * head_dim + head * head_dim + d] = acc * inv;
   }
 }
@@ -148,7 +176,7 @@ cudaError_t LaunchPagedAttention(const float* q, int n_heads, int n_heads_kv, in
   if (n_items == 0) return cudaSuccess;
   if (head_dim > 1024 || n_heads_kv <= 0 || n_heads % n_heads_kv != 0) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(n_items), static_cast<unsigned>(n_heads));
-  const size_t shared_bytes = (static_cast<size_t>(head_dim) + 32) * sizeof(float);
+  const size_t shared_bytes = (static_cast<size_t>(head_dim) * (1 + kThreads / 32) + 32) * sizeof(float);
   return LaunchKernel(PagedAttentionKernel, grid, kThreads, shared_bytes, stream, q, n_heads, n_heads_kv, head_dim,
                       k_cache, v_cache, block_size, seqs, items, tables, masks, scores, max_visible, out);
 }

@@ -34,7 +34,8 @@ cudaError_t LaunchStoreKv(const float* k, const float* v, int64_t kv_cols, const
 
 // out[row, head] = softmax(q k^T / sqrt(head_dim)) v over the visible positions, visited in
 // increasing position order. `scores` is device scratch of n_items * n_heads * max_visible
-// floats, max_visible >= n_context + n_new of every sequence. head_dim <= 1024.
+// floats followed by as many int32 (the visible keys' cache slots), max_visible >= n_context +
+// n_new of every sequence. head_dim <= 1024.
 cudaError_t LaunchPagedAttention(const float* q, int n_heads, int n_heads_kv, int head_dim, const float* k_cache,
                                  const float* v_cache, int block_size, const AttentionSeqDesc* seqs,
                                  const AttentionItem* items, int n_items, const int32_t* tables,

@@ -142,40 +142,52 @@ TEST_F(CudaOpsTest, WarpMatMulIsBatchInvariant) {
 }
 
 // Attention over a paged cache: two sequences (a chain with context, and a tree), GQA, odd
-// lengths, a block size that splits them across blocks in scrambled physical order.
+// lengths, a block size that splits them across blocks in scrambled physical order. Twice: a
+// short context with heads narrower than a warp, and a context longer than the block's threads
+// (every warp sums a share of the keys) with heads wider than a warp, not a multiple of it.
 TEST_F(CudaOpsTest, PagedTreeAttentionMatchesCpu) {
-  const int n_heads = 4, n_heads_kv = 2, head_dim = 16, block_size = 4, n_blocks = 16;
-  const KvLayout layout{block_size, n_heads_kv, head_dim};
-  const int kv_cols = n_heads_kv * head_dim, q_cols = n_heads * head_dim;
-  // Sequence 0: 9 context tokens + chain of 3. Sequence 1: 2 context tokens + tree of 5.
-  const std::vector<int32_t> table0 = {7, 2, 11, 0}, table1 = {5, 9};
-  const std::vector<int32_t> parents = {-1, 0, 0, 1, 2};
-  std::vector<uint8_t> mask(25, 0);
-  for (int i = 0; i < 5; ++i) {
-    if (parents[i] >= 0) std::copy_n(&mask[parents[i] * 5], parents[i] + 1, &mask[i * 5]);
-    mask[i * 5 + i] = 1;
+  struct Shape {
+    int head_dim, n_context0;
+  };
+  for (const Shape shape : {Shape{16, 9}, Shape{80, 290}}) {
+    const int n_heads = 4, n_heads_kv = 2, head_dim = shape.head_dim, block_size = 4;
+    const KvLayout layout{block_size, n_heads_kv, head_dim};
+    const int kv_cols = n_heads_kv * head_dim, q_cols = n_heads * head_dim;
+    // Sequence 0: n_context0 context tokens + chain of 3. Sequence 1: 2 context tokens + tree
+    // of 5. Sequence 0's blocks in scrambled order (a stride coprime to the count), then 1's.
+    const int blocks0 = (shape.n_context0 + 3 + block_size - 1) / block_size, n_blocks = blocks0 + 2;
+    std::vector<int32_t> table0(blocks0);
+    for (int b = 0; b < blocks0; ++b) table0[b] = (b * 7 + 3) % blocks0;
+    ASSERT_EQ(std::gcd(7, blocks0), 1);
+    const std::vector<int32_t> table1 = {blocks0 + 1, blocks0};
+    const std::vector<int32_t> parents = {-1, 0, 0, 1, 2};
+    std::vector<uint8_t> mask(25, 0);
+    for (int i = 0; i < 5; ++i) {
+      if (parents[i] >= 0) std::copy_n(&mask[parents[i] * 5], parents[i] + 1, &mask[i * 5]);
+      mask[i * 5 + i] = 1;
+    }
+    const int n_rows = 8;
+    const std::vector<float> q = RandomValues(n_rows * q_cols, 30), k = RandomValues(n_rows * kv_cols, 31);
+    const std::vector<float> v = RandomValues(n_rows * kv_cols, 32);
+    const std::vector<float> cache = RandomValues(n_blocks * block_size * kv_cols, 33);
+    std::vector<float> results[2];
+    for (int b = 0; b < 2; ++b) {
+      Backend& backend = b == 0 ? *cpu_ : static_cast<Backend&>(*cuda_);
+      Tensor tq = Make(backend, q, n_rows, q_cols), tk = Make(backend, k, n_rows, kv_cols);
+      Tensor tv = Make(backend, v, n_rows, kv_cols);
+      Tensor kc = Make(backend, cache, n_blocks * block_size, kv_cols);
+      Tensor vc = Make(backend, RandomValues(cache.size(), 34), n_blocks * block_size, kv_cols);
+      Tensor out = Make(backend, std::vector<float>(n_rows * q_cols), n_rows, q_cols);
+      const std::vector<AttentionSequence> seqs = {{table0.data(), shape.n_context0, 3, 0, nullptr},
+                                                   {table1.data(), 2, 5, 3, mask.data()}};
+      backend.Attention(tq, tk, tv, n_heads, layout, kc, vc, seqs, out);
+      results[b] = Read(backend, out);
+      // The cache must hold the new rows too: compare it as part of the result.
+      const std::vector<float> kc_host = Read(backend, kc);
+      results[b].insert(results[b].end(), kc_host.begin(), kc_host.end());
+    }
+    ExpectNear(results[0], results[1], 1e-4f, absl::StrCat("attention, head_dim ", head_dim));
   }
-  const int n_rows = 8;
-  const std::vector<float> q = RandomValues(n_rows * q_cols, 30), k = RandomValues(n_rows * kv_cols, 31);
-  const std::vector<float> v = RandomValues(n_rows * kv_cols, 32);
-  const std::vector<float> cache = RandomValues(n_blocks * block_size * kv_cols, 33);
-  std::vector<float> results[2];
-  for (int b = 0; b < 2; ++b) {
-    Backend& backend = b == 0 ? *cpu_ : static_cast<Backend&>(*cuda_);
-    Tensor tq = Make(backend, q, n_rows, q_cols), tk = Make(backend, k, n_rows, kv_cols);
-    Tensor tv = Make(backend, v, n_rows, kv_cols);
-    Tensor kc = Make(backend, cache, n_blocks * block_size, kv_cols);
-    Tensor vc = Make(backend, RandomValues(cache.size(), 34), n_blocks * block_size, kv_cols);
-    Tensor out = Make(backend, std::vector<float>(n_rows * q_cols), n_rows, q_cols);
-    const std::vector<AttentionSequence> seqs = {{table0.data(), 9, 3, 0, nullptr},
-                                                 {table1.data(), 2, 5, 3, mask.data()}};
-    backend.Attention(tq, tk, tv, n_heads, layout, kc, vc, seqs, out);
-    results[b] = Read(backend, out);
-    // The cache must hold the new rows too: compare it as part of the result.
-    const std::vector<float> kc_host = Read(backend, kc);
-    results[b].insert(results[b].end(), kc_host.begin(), kc_host.end());
-  }
-  ExpectNear(results[0], results[1], 1e-4f, "attention");
 }
 
 // A tree node's attention equals, bit for bit, the same path attended as a plain chain: the
