@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<StepSocketServer>> StepSocketServer::Start(const 
   if (bound != 0 || chmod(path.c_str(), 0600) != 0 || listen(fd, 16) != 0) {
     const std::string why = std::strerror(errno);
     close(fd);
+    if (bound == 0) unlink(path.c_str());  // ours, but never served: leave nothing behind
     return absl::UnavailableError(absl::StrCat("cannot listen on step socket ", path, ": ", why));
   }
   int wake[2];
