@@ -18,13 +18,14 @@ filter='CudaOpsTest.*:CublasSemanticsTest.*'
 
 # file | exact text | replacement | whether TSan must see a race | what it breaks
 mutations=(
-  "common/engine/cuda/attention.cu|for (int32_t r = threadIdx.x; r < n_visible; r += blockDim.x) {
-    const int32_t p|for (int32_t r = threadIdx.x; r < n_visible - 1; r += blockDim.x) {
-    const int32_t p|no|attention: off-by-one in the key loop (the last visible key is never scored)"
+  "common/engine/cuda/attention.cu|for (int32_t r = first + threadIdx.x; r < last; r += blockDim.x) {
+    const int32_t p|for (int32_t r = first + threadIdx.x; r < last - 1; r += blockDim.x) {
+    const int32_t p|no|attention: off-by-one in the key loop (the last key of each chunk is never scored)"
   "common/engine/cuda/attention.cu|  __syncthreads();
 
-  // The visible keys|
-  // The visible keys|yes|attention: barrier after loading the query head dropped"
+  float local_max = -INFINITY;|
+  float local_max = -INFINITY;|yes|attention: barrier after loading the query head dropped"
+  "common/engine/cuda/attention.cu|      acc += expf(partials[s * stride] - max_score) * partials[s * stride + kPartialHeader + d];|      acc += partials[s * stride + kPartialHeader + d];|no|attention: chunks' sums of V added without rescaling to the common max"
   "common/engine/cuda/attention.cu|for (int w = 1; w < n_warps; ++w)|for (int w = 1; w < n_warps - 1; ++w)|no|attention: the last warp's partial sum of V dropped"
   "common/engine/cuda/attention.cu|  __syncthreads();
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {

@@ -33,13 +33,14 @@ cudaError_t LaunchStoreKv(const float* k, const float* v, int64_t kv_cols, const
                           float* k_cache, float* v_cache, cudaStream_t stream);
 
 // out[row, head] = softmax(q k^T / sqrt(head_dim)) v over the visible positions, visited in
-// increasing position order. `scores` is device scratch of n_items * n_heads * max_visible
-// floats followed by as many int32 (the visible keys' cache slots), max_visible >= n_context +
-// n_new of every sequence. head_dim <= 1024.
+// increasing position order. `scratch` is device memory of AttentionScratchBytes(n_items,
+// n_heads, head_dim, max_visible) bytes, max_visible >= n_context + n_new of every sequence.
+// head_dim <= 1024.
+size_t AttentionScratchBytes(int n_items, int n_heads, int head_dim, int max_visible);
 cudaError_t LaunchPagedAttention(const float* q, int n_heads, int n_heads_kv, int head_dim, const float* k_cache,
                                  const float* v_cache, int block_size, const AttentionSeqDesc* seqs,
                                  const AttentionItem* items, int n_items, const int32_t* tables,
-                                 const uint8_t* masks, float* scores, int max_visible, float* out,
+                                 const uint8_t* masks, float* scratch, int max_visible, float* out,
                                  cudaStream_t stream);
 
 // For each i in order: slot dst[i] <- slot src[i] in both caches (rows of width cols). One

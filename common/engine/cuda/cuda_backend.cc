@@ -314,7 +314,7 @@ class CudaBackendImpl final : public CudaBackend {
     const uint8_t* d_masks = *staged + masks_at;
     const int n_items = static_cast<int>(items.size());
     absl::StatusOr<void*> scores =
-        Grow(scores_, static_cast<size_t>(n_items) * n_heads * max_visible * (sizeof(float) + sizeof(int32_t)));
+        Grow(scores_, cuda::AttentionScratchBytes(n_items, n_heads, layout.head_dim, max_visible));
     if (!scores.ok()) return scores.status();
     CUDA_CHECK(cuda::LaunchStoreKv(k.f32(), v.f32(), k.cols, d_descs, d_items, n_items, d_tables, layout.block_size,
                                    k_cache.f32(), v_cache.f32(), stream_));
@@ -329,7 +329,7 @@ class CudaBackendImpl final : public CudaBackend {
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer staging_;  // each op's index arrays
   DeviceBuffer convert_;  // activations converted for cuBLAS
-  DeviceBuffer scores_;   // attention scores and the visible keys' slots
+  DeviceBuffer scores_;   // attention scratch: scores, the visible keys' slots, partial sums
   absl::Status status_;
 };
 
