@@ -308,6 +308,11 @@ int Run(const rpc::Flags& flags) {
   options.max_queue = *max_queue;
   options.max_running = *max_running;
   options.max_k = *max_k;
+  // /server_info and the metrics read the policy state and estimates from a snapshot; building
+  // it is JSON and string work (34 us a step with `none`, 96 us with smartspec, measured on a
+  // 2-core EPYC: 1.3% of a 7 ms step), so it is refreshed every 32 steps and whenever the batch
+  // empties rather than after every step. Counters and the step overheads stay per step.
+  options.snapshot_every_steps = 32;
   if (pipeline != "on" && pipeline != "off") {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--pipeline must be on or off, not '", pipeline, "'")));
   }

@@ -152,7 +152,7 @@ struct RouterOptions {
   // orphaned sessions) never collide on a worker. 0: drawn at random (24 bits).
   uint32_t instance_id = 0;
   // Refresh the expensive parts of the snapshot (policy state, estimates) every N steps
-  // (and whenever the batch empties); the simulator raises it to stay fast.
+  // (and whenever the batch empties); the router binary uses 32, the simulator 1024.
   int32_t snapshot_every_steps = 1;
   // Draft-ahead (router_pipeline.cc): while a step verifies a chain, the drafter already drafts
   // the next step on the hypothesis that the whole chain and the drafter's guess of the
