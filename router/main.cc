@@ -313,6 +313,7 @@ int Run(const rpc::Flags& flags) {
   // 2-core EPYC: 1.3% of a 7 ms step), so it is refreshed every 32 steps and whenever the batch
   // empties rather than after every step. Counters and the step overheads stay per step.
   options.snapshot_every_steps = 32;
+  options.defer_token_events = true;
   if (pipeline != "on" && pipeline != "off") {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--pipeline must be on or off, not '", pipeline, "'")));
   }

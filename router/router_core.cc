@@ -270,6 +270,8 @@ bool RouterCore::RunStep() {
   PlaceDisplaced(&to_prefill);
   if (!to_prefill.empty()) PrefillOnReplicas(to_prefill, &stats);
   const bool decoded = DecodeStep(&stats);
+  // Tokens deferred by an earlier step go out with the next verify call; none follows here.
+  if (!decoded) FlushEvents();
   progress = progress || decoded || !to_prefill.empty() || completed_ != completed_before;
   ReleaseAndReap();
   UpdateSnapshot(decoded ? &stats : nullptr);
@@ -353,10 +355,26 @@ void RouterCore::Finish(Active& r, FinishReason reason, absl::Status status, Str
 }
 
 void RouterCore::Emit(Active& r, StreamEvent& event) {
+  FlushEvents();
   if (event.tokens.empty() && !event.finished) return;
   event.id = r.id;
   event.usage = r.usage;
   if (r.sink) r.sink(event);
+}
+
+void RouterCore::EmitStepTokens(Active& r, StreamEvent& event) {
+  if (!options_.defer_token_events || event.finished) return Emit(r, event);
+  if (event.tokens.empty()) return;
+  event.id = r.id;
+  event.usage = r.usage;
+  deferred_events_.emplace_back(&r, std::move(event));
+}
+
+void RouterCore::FlushEvents() {
+  for (auto& [r, event] : deferred_events_) {
+    if (r->sink) r->sink(event);
+  }
+  deferred_events_.clear();
 }
 
 void RouterCore::ReleaseAndReap() {

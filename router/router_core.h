@@ -33,7 +33,8 @@
 // Thread-safety: Submit, Cancel, Snapshot, StopAccepting, Idle and WaitForWork are
 // thread-safe. Init and RunStep must be called from one thread (the step loop), never
 // concurrently with each other. Worker clients, the policy and the estimators are only
-// touched by that thread. Event sinks run on it, with no lock held.
+// touched by that thread. Event sinks run on it, with no lock held (with defer_token_events,
+// a step's token events run on its side thread while it waits for the next verify call).
 #ifndef SPLITSPEC_ROUTER_ROUTER_CORE_H_
 #define SPLITSPEC_ROUTER_ROUTER_CORE_H_
 
@@ -154,6 +155,14 @@ struct RouterOptions {
   // Refresh the expensive parts of the snapshot (policy state, estimates) every N steps
   // (and whenever the batch empties); the router binary uses 32, the simulator 1024.
   int32_t snapshot_every_steps = 1;
+  // Hand a step's new tokens to the requests' sinks while the next step's verify call computes
+  // (on the side thread) instead of before that call: a hand-off per request (a queue push and
+  // a wake-up of its stream handler) then stays off the critical path between two verifies.
+  // Only when the step has tokens for two requests or more (one hand-off costs about what
+  // waking the side thread does). A request's events keep their order, and final events (and
+  // every event outside a decode step's results) are delivered at once; deferred tokens reach
+  // their clients one planning phase later. The router binary turns it on.
+  bool defer_token_events = false;
   // Draft-ahead (router_pipeline.cc): while a step verifies a chain, the drafter already drafts
   // the next step on the hypothesis that the whole chain and the drafter's guess of the
   // target's next token are accepted; the next step uses that draft when the hypothesis held.
@@ -298,7 +307,13 @@ class RouterCore {
   // Appends tokens one by one, stopping at the first stop condition.
   void AppendTokens(Active& r, absl::Span<const int32_t> tokens, StreamEvent* event);
   void Finish(Active& r, FinishReason reason, absl::Status status, StreamEvent* event);
+  // Delivers `event` now, after any deferred events (so a request's events stay in order).
   void Emit(Active& r, StreamEvent& event);
+  // A decode step's tokens for `r`: deferred until the next verify call is in flight when
+  // RouterOptions::defer_token_events is set and the event is not final, else Emit.
+  void EmitStepTokens(Active& r, StreamEvent& event);
+  // Delivers the deferred events in the order they were made.
+  void FlushEvents();
   void ReleaseAndReap();
   void UpdateSnapshot(const StepStats* stats);
 
@@ -313,7 +328,10 @@ class RouterCore {
   TreeAcceptance tree_acceptance_;
   ShapeCalibration calibration_;
   OnlineForwardFit target_fit_;  // the target's latency coefficients, refitted online
-  SideThread side_thread_;  // runs the draft-ahead beside the verify call
+  SideThread side_thread_;  // runs the draft-ahead and deferred events beside the verify call
+  // Deferred step tokens (EmitStepTokens): requests not finished when deferred, so alive until
+  // delivered (every path that finishes a request emits, and Emit flushes first).
+  std::vector<std::pair<Active*, StreamEvent>> deferred_events_;
   int64_t draft_ahead_used_ = 0;
   int64_t draft_ahead_dropped_ = 0;
   double draft_seconds_total_ = 0;

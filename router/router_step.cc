@@ -51,9 +51,18 @@ bool RouterCore::DecodeStep(StepStats* stats) {
   // Pipeline: the next step's drafts are made while this one verifies (router_pipeline.cc).
   std::vector<AheadCall> ahead;
   if (options_.pipeline) ahead = PlanDraftAhead(plan);
-  std::vector<ReplicaCall> calls =
-      VerifyOnReplicas(&plan, ahead.empty() ? std::function<void()>() : [this, &ahead] { DraftAhead(&ahead); });
+  // Beside the verify call: the previous step's deferred tokens, then the draft-ahead.
+  std::function<void()> alongside;
+  if (!deferred_events_.empty() || !ahead.empty()) {
+    alongside = [this, &ahead] {
+      FlushEvents();
+      if (!ahead.empty()) DraftAhead(&ahead);
+    };
+  }
+  std::vector<ReplicaCall> calls = VerifyOnReplicas(&plan, alongside);
   StepOutcome outcome = ApplyResults(plan, calls, stats);
+  // Waking the side thread costs about one hand-off: deferring pays from two requests up.
+  if (deferred_events_.size() < 2) FlushEvents();
   if (!ahead.empty()) ApplyDraftAhead(plan, ahead, stats);
   ObserveStep(plan, calls, std::move(outcome), stats);
   return true;
@@ -404,7 +413,7 @@ StepOutcome RouterCore::ApplyResults(const StepPlan& plan, std::vector<ReplicaCa
       AppendTokens(*r, v->tokens, &e);
       if (drafted > 0) r->drafted_through = static_cast<int32_t>(r->history.size());
       stats->emitted_tokens += r->usage.completion_tokens - before;
-      Emit(*r, e);
+      EmitStepTokens(*r, e);
       outcome.requests.push_back(std::move(o));
     }
   }

@@ -369,6 +369,64 @@ TEST(RouterCoreTest, StopStringStopsAtTheCompletingToken) {
   EXPECT_EQ(c.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + expect_len));
 }
 
+// defer_token_events: a decode step's tokens for two requests or more reach the sinks while
+// the next step's verify call is in flight, so after each step a client holds exactly what it
+// would have held one step earlier without deferral; a cancellation delivers the deferred
+// tokens before its final event; a step with tokens for one request delivers them at once.
+TEST(RouterCoreTest, DeferredStepTokensArriveWithTheNextVerifyCall) {
+  for (const bool pipeline : {false, true}) {
+    SCOPED_TRACE(pipeline ? "with the pipeline" : "serial");
+    RouterOptions at_once_options, deferred_options;
+    at_once_options.pipeline = deferred_options.pipeline = pipeline;
+    deferred_options.defer_token_events = true;
+    Harness at_once("static:3", at_once_options), deferred("static:3", deferred_options);
+    ASSERT_TRUE(at_once.core->Init().ok() && deferred.core->Init().ok());
+    std::vector<RequestId> a, d;
+    for (int32_t seed : {9, 10}) {
+      auto ia = at_once.Submit(Prompt(seed, 10), 500);
+      auto id = deferred.Submit(Prompt(seed, 10), 500);
+      ASSERT_TRUE(ia.ok() && id.ok());
+      a.push_back(*ia);
+      d.push_back(*id);
+    }
+    std::vector<std::vector<int32_t>> before(2);  // what `at_once`'s clients held a step earlier
+    for (int step = 0; step < 6; ++step) {
+      at_once.core->RunStep();
+      deferred.core->RunStep();
+      for (size_t i = 0; i < 2; ++i) {
+        const std::vector<int32_t>& got = deferred.out[d[i]].tokens;
+        // The first step's prefill token is no decode step's: it is delivered at once.
+        if (step == 0) {
+          EXPECT_EQ(got.size(), 1u);
+        } else {
+          EXPECT_EQ(got, before[i]) << "request " << i << " after step " << step;
+        }
+        before[i] = at_once.out[a[i]].tokens;
+        ASSERT_GT(before[i].size(), got.size()) << "the tokens of the step just run are still held back";
+      }
+    }
+    // One request left: its tokens go out at once.
+    ASSERT_TRUE(at_once.core->Cancel(a[1]).ok() && deferred.core->Cancel(d[1]).ok());
+    at_once.core->RunStep();
+    deferred.core->RunStep();
+    EXPECT_TRUE(deferred.out[d[1]].finished);
+    EXPECT_EQ(deferred.out[d[1]].final_event.finish_reason, FinishReason::kCancelled);
+    EXPECT_EQ(deferred.out[d[1]].tokens, at_once.out[a[1]].tokens);
+    at_once.core->RunStep();
+    deferred.core->RunStep();
+    EXPECT_EQ(deferred.out[d[0]].tokens, at_once.out[a[0]].tokens);
+    ASSERT_TRUE(at_once.core->Cancel(a[0]).ok() && deferred.core->Cancel(d[0]).ok());
+    at_once.core->RunStep();
+    deferred.core->RunStep();
+    EXPECT_EQ(deferred.out[d[0]].tokens, at_once.out[a[0]].tokens);
+    const std::vector<int32_t> reference = ReferenceGeneration(Prompt(9, 10), 500);
+    const std::vector<int32_t>& got = deferred.out[d[0]].tokens;
+    ASSERT_LE(got.size(), reference.size());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), reference.begin()));
+    EXPECT_TRUE(deferred.core->Idle());
+  }
+}
+
 // Greedy correctness: whatever a policy asks for and whatever the drafter guesses, the
 // output is exactly the target's greedy sequence.
 class GreedyCorrectnessTest : public ::testing::TestWithParam<std::string> {};
@@ -381,29 +439,35 @@ TEST_P(GreedyCorrectnessTest, OutputIsTheTargetSequence) {
     config["granularity"] = "request";
   }
   if (name == "sglang-tiers") config = {{"warmup_batches", 2}, {"update_interval", 2}};
-  RouterOptions opt;
-  opt.max_k = 6;
-  Harness h(name, opt, config, /*n_drafters=*/2);
-  ASSERT_TRUE(h.core->Init().ok());
-  std::vector<std::pair<RequestId, std::vector<int32_t>>> expected;
-  for (int i = 0; i < 8; ++i) {
-    const int32_t len = 3 + (i * 7) % 20, n = 10 + (i * 13) % 50;
-    auto id = h.Submit(Prompt(100 + i, len), n);
-    ASSERT_TRUE(id.ok());
-    expected.push_back({*id, ReferenceGeneration(Prompt(100 + i, len), n)});
-    if (i % 3 == 0) h.core->RunStep();  // staggered arrivals
+  // With the step's tokens handed over at once, and deferred to the next verify call.
+  for (const bool defer : {false, true}) {
+    SCOPED_TRACE(defer ? "deferred token events" : "token events at once");
+    RouterOptions opt;
+    opt.max_k = 6;
+    opt.defer_token_events = defer;
+    Harness h(name, opt, config, /*n_drafters=*/2);
+    ASSERT_TRUE(h.core->Init().ok());
+    std::vector<std::pair<RequestId, std::vector<int32_t>>> expected;
+    for (int i = 0; i < 8; ++i) {
+      const int32_t len = 3 + (i * 7) % 20, n = 10 + (i * 13) % 50;
+      auto id = h.Submit(Prompt(100 + i, len), n);
+      ASSERT_TRUE(id.ok());
+      expected.push_back({*id, ReferenceGeneration(Prompt(100 + i, len), n)});
+      if (i % 3 == 0) h.core->RunStep();  // staggered arrivals
+    }
+    h.RunUntilIdle();
+    for (const auto& [id, ref] : expected) {
+      EXPECT_EQ(h.out[id].tokens, ref) << "request " << id;
+      EXPECT_EQ(h.out[id].final_event.finish_reason, FinishReason::kLength);
+      EXPECT_EQ(h.out[id].final_event.usage.completion_tokens, static_cast<int32_t>(ref.size()));
+    }
+    for (const auto& d : h.drafters) {
+      EXPECT_TRUE(d->protocol_errors.empty()) << d->protocol_errors[0];
+    }
+    EXPECT_TRUE(h.verifier.protocol_errors.empty());
+    EXPECT_TRUE(h.verifier.sessions.empty());
+    for (const auto& d : h.drafters) EXPECT_TRUE(d->sessions.empty());
   }
-  h.RunUntilIdle();
-  for (const auto& [id, ref] : expected) {
-    EXPECT_EQ(h.out[id].tokens, ref) << "request " << id;
-    EXPECT_EQ(h.out[id].final_event.finish_reason, FinishReason::kLength);
-  }
-  for (const auto& d : h.drafters) {
-    EXPECT_TRUE(d->protocol_errors.empty()) << d->protocol_errors[0];
-  }
-  EXPECT_TRUE(h.verifier.protocol_errors.empty());
-  EXPECT_TRUE(h.verifier.sessions.empty());
-  for (const auto& d : h.drafters) EXPECT_TRUE(d->sessions.empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPolicies, GreedyCorrectnessTest,
