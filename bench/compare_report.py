@@ -15,8 +15,8 @@ Reads OUT_DIR/settings.json and OUT_DIR/pass<N>/<policy>-<rate>.json (`splitspec
      average after each pass, and for smartspec the request-steps that sat out (shorter
      candidate batches);
   3. when the routers reported them: the step overhead p50 / p99 (wall minus the slower side's
-     compute) and, for `+pipeline` cells, the draft-ahead hit rate and the share of draft time
-     hidden behind verification.
+     compute), the router's CPU time per step (its .router_cpu file) and, for `+pipeline`
+     cells, the draft-ahead hit rate and the share of draft time hidden behind verification.
 Percentiles interpolate linearly between order statistics, as `splitspec bench` does.
 """
 
@@ -41,7 +41,15 @@ def load_level(path):
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     levels = [level for level in data["levels"] if level["mode"] in ("open", "closed")]
-    return levels[0] if levels else None
+    if not levels:
+        return None
+    # The router's CPU seconds over the cell, when the script could read them.
+    cpu_path = path[:-len(".json")] + ".router_cpu"
+    if os.path.exists(cpu_path):
+        with open(cpu_path, encoding="utf-8") as f:
+            text = f.read().strip()
+        levels[0]["router_cpu_seconds"] = float(text) if text else None
+    return levels[0]
 
 
 def server_info(level):
@@ -85,6 +93,13 @@ class Cell:
         # figures, as the router reported them after each pass (its own process per pass).
         self.overhead_p50 = [i.get("overhead_p50_us", math.nan) for i in infos]
         self.overhead_p99 = [i.get("overhead_p99_us", math.nan) for i in infos]
+        # Router CPU per step (planning, bookkeeping, RPC framing), per pass.
+        self.router_cpu_us = []
+        for level in levels:
+            info = server_info(level) or {}
+            cpu, steps = level.get("router_cpu_seconds"), info.get("total_steps", 0)
+            if cpu is not None and steps > 0:
+                self.router_cpu_us.append(cpu / steps * 1e6)
         pipe = [i.get("pipeline") or {} for i in infos]
         used = sum(p.get("draft_ahead_used", 0) for p in pipe)
         dropped = sum(p.get("draft_ahead_dropped", 0) for p in pipe)
@@ -161,16 +176,18 @@ def main(out):
         print("\nStep overhead (wall time minus the slower side's compute, per pass: p50 / p99 us) and "
               "draft-ahead (share of drafts made ahead that were used; share of draft compute hidden "
               "behind verification).\n")
-        print("| level | policy | overhead p50 us | overhead p99 us | draft-ahead hit rate | draft time hidden |")
-        print("|---|---|---|---|---|---|")
+        print("| level | policy | overhead p50 us | overhead p99 us | router CPU us/step | draft-ahead hit rate "
+              "| draft time hidden |")
+        print("|---|---|---|---|---|---|---|")
         for r in rates:
             for p in policies:
                 c = cells[(p, r)]
                 if c is None or not c.overhead_p50:
                     continue
-                print("| %s | %s | %s | %s | %s | %s |" % (
+                print("| %s | %s | %s | %s | %s | %s | %s |" % (
                     r, p, " / ".join("%.0f" % x for x in c.overhead_p50),
                     " / ".join("%.0f" % x for x in c.overhead_p99),
+                    " / ".join("%.0f" % x for x in c.router_cpu_us) or "-",
                     "-" if c.ahead_hit is None else "%.2f" % c.ahead_hit,
                     "-" if c.hidden_share is None else "%.2f" % c.hidden_share))
 

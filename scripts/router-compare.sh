@@ -33,7 +33,7 @@
 # and load generator unpinned. Workers run no metrics servers (--metrics-port -1), so it runs
 # beside other services; each router's metrics server takes a free loopback port, and its
 # /server_info at the end of the cell is kept. Output: OUT/pass<N>/<policy>-<rate>.{json,csv,
-# server_info.json}, OUT/logs/, OUT/compare.md.
+# server_info.json,router_cpu (its CPU seconds)}, OUT/logs/, OUT/compare.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -185,6 +185,10 @@ run_cell() {
   /usr/bin/python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" \
     "http://$metrics_addr/server_info" > "$out/pass$pass/$safe-$rate.server_info.json" 2> /dev/null ||
     echo "   (no /server_info from the router for $policy @ $rate)"
+  # The router's CPU seconds over the cell (user + system; fields 14-15 of /proc/PID/stat, in
+  # clock ticks): what its planning and bookkeeping cost, per step in the report.
+  awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$router_pid/stat" \
+    > "$out/pass$pass/$safe-$rate.router_cpu" 2> /dev/null || true
   stop_pid "$router_pid"
   echo "   pass $pass  level $rate  $label  done (load $(cut -d' ' -f1 /proc/loadavg))"
 }

@@ -55,9 +55,11 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
   // speculate". Using the actual decision instead feeds back on itself: once a few requests
   // are non-speculative, drafting for the rest no longer amortises the drafter's fixed cost,
   // goodput says 0, and ever more new requests get admitted non-speculative.
-  bool nothing;
+  // The window keeps each step's estimated gain (goodput with the drafts over goodput without,
+  // minus 1; 0 when nothing would be drafted).
+  double gain = 0;
   if (all_speculative && !config_.per_request && v > 0) {
-    nothing = std::all_of(k.begin(), k.begin() + run, [](int32_t x) { return x == 0; });
+    gain = DraftingGain(model, items, choice.size, choice.k);
   } else {
     std::vector<GoodputItem> all = items;
     for (GoodputItem& item : all) {
@@ -65,14 +67,12 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
       item.draft_catch_up = 0;  // the steady state: would drafting every step pay?
       if (input.acceptance != nullptr) item.acceptance = input.acceptance->Pool(item.pool);
     }
-    GoodputModel goodput(model, std::move(all), std::max(v, 1));
+    GoodputModel goodput(model, all, std::max(v, 1));
     const std::vector<int32_t> would = goodput.BestUniform();
-    nothing = std::all_of(would.begin(), would.end(), [](int32_t x) { return x == 0; });
+    gain = DraftingGain(model, all, static_cast<int32_t>(all.size()), would);
   }
-  proposed_nothing_.push_back(nothing);
-  while (static_cast<int32_t>(proposed_nothing_.size()) > std::max(config_.prefill_window, 1)) {
-    proposed_nothing_.pop_front();
-  }
+  step_gains_.push_back(gain);
+  while (static_cast<int32_t>(step_gains_.size()) > std::max(config_.prefill_window, 1)) step_gains_.pop_front();
   for (size_t i = 0; i < run; ++i) {
     if (items[i].speculative) ++k_histogram_[k[i]];
   }
@@ -80,11 +80,23 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
   return k;
 }
 
-double SmartSpecPolicy::ZeroFraction() const {
-  if (proposed_nothing_.empty()) return 0.0;
-  const auto zeros = std::count(proposed_nothing_.begin(), proposed_nothing_.end(), true);
-  return static_cast<double>(zeros) / proposed_nothing_.size();
+double SmartSpecPolicy::DraftingGain(const LatencyModel& model, const std::vector<GoodputItem>& items, int32_t size,
+                                     const std::vector<int32_t>& k) {
+  const size_t n = std::min<size_t>(k.size(), static_cast<size_t>(std::max(size, 0)));
+  if (std::all_of(k.begin(), k.begin() + n, [](int32_t x) { return x == 0; })) return 0.0;
+  const GoodputModel goodput(model, items, 0);
+  const double plain = goodput.PrefixGoodput(size, std::vector<int32_t>(items.size(), 0));
+  return plain > 0 ? goodput.PrefixGoodput(size, k) / plain - 1.0 : 0.0;
 }
+
+double SmartSpecPolicy::ShareNotPaying(double min_gain) const {
+  if (step_gains_.empty()) return 0.0;
+  const auto short_of =
+      std::count_if(step_gains_.begin(), step_gains_.end(), [&](double g) { return g <= 0 || g < min_gain; });
+  return static_cast<double>(short_of) / step_gains_.size();
+}
+
+double SmartSpecPolicy::ZeroFraction() const { return ShareNotPaying(0.0); }
 
 namespace {
 
@@ -182,8 +194,8 @@ bool SmartSpecPolicy::SpeculateNewRequest() {
 
 bool SmartSpecPolicy::ResumeSpeculation() {
   // Only once the window holds enough steps to judge: an empty one says nothing yet.
-  if (static_cast<int32_t>(proposed_nothing_.size()) < config_.prefill_window) return false;
-  const bool resume = ZeroFraction() <= config_.prefill_resume_threshold;
+  if (static_cast<int32_t>(step_gains_.size()) < config_.prefill_window) return false;
+  const bool resume = ShareNotPaying(config_.resume_min_gain) <= config_.prefill_resume_threshold;
   if (resume) ++resumed_requests_;
   return resume;
 }
@@ -193,6 +205,7 @@ nlohmann::json SmartSpecPolicy::Describe() const {
   for (const auto& [k, n] : k_histogram_) hist[std::to_string(k)] = n;
   return {{"granularity", config_.per_request ? "request" : "batch"},
           {"max_k", config_.max_k},
+          {"resume_min_gain", config_.resume_min_gain},
           {"prefill_disable_threshold", config_.prefill_disable_threshold},
           {"recent_zero_fraction", ZeroFraction()},
           {"prefill_resume_threshold", config_.prefill_resume_threshold},
