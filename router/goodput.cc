@@ -32,6 +32,7 @@
 #include <cmath>
 #include <map>
 
+#include "absl/container/inlined_vector.h"
 #include "router/expected_length.h"
 
 namespace splitspec::router {
@@ -77,6 +78,10 @@ GoodputModel::GoodputModel(const LatencyModel& model, std::vector<GoodputItem> i
     if (added) pools_.push_back(items_[i].pool);
     pool_index_[i] = it->second;
   }
+  for (const std::string& pool : pools_) {
+    pool_drafters_.push_back(model_.Resolve(pool));
+    pool_costs_.push_back(model_.EffectiveDrafter(pool));
+  }
 }
 
 double GoodputModel::PrefixStepSeconds(size_t size, absl::Span<const int32_t> k) const {
@@ -92,9 +97,13 @@ double GoodputModel::PrefixStepSecondsFor(size_t size, absl::Span<const int32_t>
     n_tok += 1 + (i < verified.size() ? std::max(verified[i], 0) : 0);
   }
   double t = model_.TargetSeconds(n_ctx, n_tok) + model_.RpcSeconds();
+  // Inline storage: this runs for every candidate shape of every request each step.
+  absl::InlinedVector<size_t, 32> drafting;
+  absl::InlinedVector<int32_t, 32> ctx, kk;
   for (size_t p = 0; p < pools_.size(); ++p) {
-    std::vector<size_t> drafting;
-    std::vector<int32_t> ctx, kk;
+    drafting.clear();
+    ctx.clear();
+    kk.clear();
     for (size_t i = 0; i < size; ++i) {
       if (pool_index_[i] == static_cast<int32_t>(p) && i < k.size() && k[i] > 0) {
         drafting.push_back(i);
@@ -104,9 +113,8 @@ double GoodputModel::PrefixStepSecondsFor(size_t size, absl::Span<const int32_t>
     }
     if (drafting.empty()) continue;
     // With the pipeline part of the drafting runs while the target verifies.
-    t += model_.DraftSeconds(pools_[p], ctx, kk) * model_.draft_exposure() + model_.RpcSeconds();
-    const DrafterCost cost = model_.EffectiveDrafter(pools_[p]);
-    for (size_t i : drafting) t += CatchUpSeconds(i, cost);
+    t += model_.DraftSeconds(pool_drafters_[p], ctx, kk) * model_.draft_exposure() + model_.RpcSeconds();
+    for (size_t i : drafting) t += CatchUpSeconds(i, pool_costs_[p]);
   }
   return t;
 }
@@ -177,8 +185,7 @@ std::vector<int32_t> GoodputModel::BestUniform() const {
 std::vector<int32_t> GoodputModel::SolveForDepths(const std::vector<int32_t>& depth) const {
   const ForwardCoefficients target = model_.EffectiveTarget();
   const double rpc = model_.RpcSeconds();
-  std::vector<DrafterCost> costs;
-  for (const std::string& p : pools_) costs.push_back(model_.EffectiveDrafter(p));
+  const std::vector<DrafterCost>& costs = pool_costs_;
 
   double c0 = target.delta + rpc;
   for (const GoodputItem& it : items_) c0 += target.alpha * it.context + target.gamma;
@@ -264,8 +271,7 @@ GoodputModel::Prefix GoodputModel::BestUniformPrefix(int32_t min_size) const {
   const int32_t n = static_cast<int32_t>(items_.size());
   const ForwardCoefficients target = model_.EffectiveTarget();
   const double rpc = model_.RpcSeconds();
-  std::vector<DrafterCost> costs;
-  for (const std::string& p : pools_) costs.push_back(model_.EffectiveDrafter(p));
+  const std::vector<DrafterCost>& costs = pool_costs_;
   std::vector<double> best_g(n + 1, -1);
   std::vector<int32_t> best_x(n + 1, 0);
   for (int32_t x = 0; x <= max_k_; ++x) {
@@ -314,8 +320,7 @@ int32_t GoodputModel::SolvePrefixForDepths(const std::vector<int32_t>& depth, in
                                            std::vector<int32_t>* k) const {
   const ForwardCoefficients target = model_.EffectiveTarget();
   const double rpc = model_.RpcSeconds();
-  std::vector<DrafterCost> costs;
-  for (const std::string& p : pools_) costs.push_back(model_.EffectiveDrafter(p));
+  const std::vector<DrafterCost>& costs = pool_costs_;
   double fixed = target.delta + rpc;
   for (size_t p = 0; p < pools_.size(); ++p) {
     if (depth[p] == 0) continue;

@@ -99,6 +99,9 @@ class GoodputModel {
   int32_t max_k_;
   std::vector<std::string> pools_;   // distinct pools of speculative items
   std::vector<int32_t> pool_index_;  // per item, index into pools_ (-1: not speculative)
+  // Per pool, resolved once (the model does not change while this object lives).
+  std::vector<LatencyModel::ResolvedDrafter> pool_drafters_;
+  std::vector<DrafterCost> pool_costs_;  // model_.EffectiveDrafter(pool)
 };
 
 }  // namespace splitspec::router

@@ -208,9 +208,20 @@ double LatencyModel::RawDraftSeconds(const DrafterCost& cost, absl::Span<const i
 
 double LatencyModel::DraftSeconds(const std::string& pool, absl::Span<const int32_t> ctx,
                                   absl::Span<const int32_t> k) const {
-  const DrafterCost* raw = FindDrafter(pool);
-  if (raw == nullptr) return 0;
-  return draft_scale(pool) * RawDraftSeconds(*raw, ctx, k);
+  return DraftSeconds(Resolve(pool), ctx, k);
+}
+
+LatencyModel::ResolvedDrafter LatencyModel::Resolve(const std::string& pool) const {
+  ResolvedDrafter resolved;
+  resolved.raw = FindDrafter(pool);
+  if (resolved.raw != nullptr) resolved.scale = draft_scale(pool);
+  return resolved;
+}
+
+double LatencyModel::DraftSeconds(const ResolvedDrafter& drafter, absl::Span<const int32_t> ctx,
+                                  absl::Span<const int32_t> k) const {
+  if (drafter.raw == nullptr) return 0;
+  return drafter.scale * RawDraftSeconds(*drafter.raw, ctx, k);
 }
 
 void LatencyModel::ObserveTarget(double n_context, double n_batched, double observed) {

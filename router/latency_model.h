@@ -98,6 +98,16 @@ class LatencyModel {
   double draft_exposure() const { return draft_exposure_; }
   const std::optional<ForwardCoefficients>& refit_target() const { return refit_target_; }
   double draft_scale(const std::string& pool) const;
+  // A pool's cost entry and online scale, looked up once: GoodputModel prices many candidate
+  // steps against the same model, and the lookups (string keys) were most of their cost.
+  struct ResolvedDrafter {
+    const DrafterCost* raw = nullptr;  // nullptr: no entry for it and no default
+    double scale = 1.0;                // draft_scale(pool)
+  };
+  ResolvedDrafter Resolve(const std::string& pool) const;
+  // DraftSeconds(pool, ...) for a resolved pool: the same figure.
+  double DraftSeconds(const ResolvedDrafter& drafter, absl::Span<const int32_t> ctx,
+                      absl::Span<const int32_t> k) const;
   // How far observed target steps are from the file's coefficients (the multiplicative
   // correction, or the refit's ratio to the file at a typical step).
   double TargetCorrection() const;

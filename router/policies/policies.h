@@ -11,8 +11,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "router/candidate_batches.h"
-#include "router/goodput.h"
 #include "router/policy.h"
 
 namespace splitspec::router {
@@ -60,7 +58,6 @@ class StaticTreePolicy : public SpeculationPolicy {
 // the core marks must_run are not candidates.
 // Config: {"granularity": "batch" | "request" (default batch), "max_k": V (default 8),
 //          "prefill_disable_threshold": 0.7, "prefill_resume_threshold": 0.3, "prefill_window": 32,
-//          "resume_min_gain": 0.1,
 //          "prefix_search": true (false: always the whole batch),
 //          "trees": true, "max_tree_nodes": 32}
 // Trees: after the chain decision, each speculative request in turn switches to the tree
@@ -71,22 +68,14 @@ class StaticTreePolicy : public SpeculationPolicy {
 // goodput would have proposed nothing even with every request of the batch speculative
 // (pool estimates), new requests are admitted non-speculative. Judging the counterfactual
 // batch, not the actual one, keeps the switch from locking itself off (see the .cc). A request
-// so admitted resumes drafting once the share of steps where drafting did not pay has fallen
-// to `prefill_resume_threshold` (lower, so that load hovering at the threshold does not pay
-// drafter prefills for requests that will not speculate); at one client this is what
-// speculation paying again looks like. For resuming, a step counts as paying only when its
-// estimated gain over drafting nothing reaches `resume_min_gain` (0.1): a resumed request
-// costs a drafter prefill of its whole history, and a gain inside the latency fit's error does
-// not repay it (four prose clients whose steps the model judged a few percent better with k = 2
-// resumed ~100 requests a minute and ran at 0.96-0.99x of plain decoding; static:2 there ran
-// at 0.80x). Admission keeps no margin: a router whose latency model undervalues drafting
-// would otherwise stop speculating where it pays.
+// so admitted resumes drafting once that share has fallen to `prefill_resume_threshold` (lower,
+// so that load hovering at the threshold does not pay drafter prefills for requests that will
+// not speculate); at one client this is what speculation paying again looks like.
 class SmartSpecPolicy : public SpeculationPolicy {
  public:
   struct Config {
     bool per_request = false;
     int32_t max_k = 8;
-    double resume_min_gain = 0.1;
     double prefill_disable_threshold = 0.7;
     double prefill_resume_threshold = 0.3;
     int32_t prefill_window = 32;
@@ -105,14 +94,8 @@ class SmartSpecPolicy : public SpeculationPolicy {
 
  private:
   double ChainAcceptance(const PolicyInput& input, const PolicyRequest& r) const;
-  // Goodput with drafts k over goodput without, minus 1, for the first `size` items (0 when k
-  // drafts nothing there).
-  static double DraftingGain(const LatencyModel& model, const std::vector<GoodputItem>& items, int32_t size,
-                             const std::vector<int32_t>& k);
-  // The share of the window's steps whose gain was not above 0 or under `min_gain`.
-  double ShareNotPaying(double min_gain) const;
   Config config_;
-  std::deque<double> step_gains_;  // the last prefill_window steps' estimated drafting gains
+  std::deque<bool> proposed_nothing_;
   std::map<int32_t, int64_t> k_histogram_;
   int64_t disabled_prefills_ = 0;
   int64_t resumed_requests_ = 0;

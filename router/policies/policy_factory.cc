@@ -40,15 +40,11 @@ absl::StatusOr<std::unique_ptr<SpeculationPolicy>> MakeSmartSpec(const nlohmann:
   SPLITSPEC_READ("prefill_disable_threshold", c.prefill_disable_threshold);
   SPLITSPEC_READ("prefill_resume_threshold", c.prefill_resume_threshold);
   SPLITSPEC_READ("prefill_window", c.prefill_window);
-  SPLITSPEC_READ("resume_min_gain", c.resume_min_gain);
   SPLITSPEC_READ("prefix_search", c.prefix_search);
   SPLITSPEC_READ("trees", c.trees);
   SPLITSPEC_READ("max_tree_nodes", c.max_tree_nodes);
   if (c.max_tree_nodes < 2 || c.max_tree_nodes > 256) {
     return absl::InvalidArgumentError("smartspec: max_tree_nodes in [2, 256]");
-  }
-  if (!(c.resume_min_gain >= 0 && c.resume_min_gain <= 10)) {
-    return absl::InvalidArgumentError("smartspec: resume_min_gain in [0, 10]");
   }
   if (c.max_k < 0 || c.prefill_window < 1 ||
       !(c.prefill_disable_threshold >= 0 && c.prefill_disable_threshold <= 1)) {

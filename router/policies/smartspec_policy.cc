@@ -55,11 +55,9 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
   // speculate". Using the actual decision instead feeds back on itself: once a few requests
   // are non-speculative, drafting for the rest no longer amortises the drafter's fixed cost,
   // goodput says 0, and ever more new requests get admitted non-speculative.
-  // The window keeps each step's estimated gain (goodput with the drafts over goodput without,
-  // minus 1; 0 when nothing would be drafted).
-  double gain = 0;
+  bool nothing;
   if (all_speculative && !config_.per_request && v > 0) {
-    gain = DraftingGain(model, items, choice.size, choice.k);
+    nothing = std::all_of(k.begin(), k.begin() + run, [](int32_t x) { return x == 0; });
   } else {
     std::vector<GoodputItem> all = items;
     for (GoodputItem& item : all) {
@@ -67,12 +65,14 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
       item.draft_catch_up = 0;  // the steady state: would drafting every step pay?
       if (input.acceptance != nullptr) item.acceptance = input.acceptance->Pool(item.pool);
     }
-    GoodputModel goodput(model, all, std::max(v, 1));
+    GoodputModel goodput(model, std::move(all), std::max(v, 1));
     const std::vector<int32_t> would = goodput.BestUniform();
-    gain = DraftingGain(model, all, static_cast<int32_t>(all.size()), would);
+    nothing = std::all_of(would.begin(), would.end(), [](int32_t x) { return x == 0; });
   }
-  step_gains_.push_back(gain);
-  while (static_cast<int32_t>(step_gains_.size()) > std::max(config_.prefill_window, 1)) step_gains_.pop_front();
+  proposed_nothing_.push_back(nothing);
+  while (static_cast<int32_t>(proposed_nothing_.size()) > std::max(config_.prefill_window, 1)) {
+    proposed_nothing_.pop_front();
+  }
   for (size_t i = 0; i < run; ++i) {
     if (items[i].speculative) ++k_histogram_[k[i]];
   }
@@ -80,23 +80,11 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
   return k;
 }
 
-double SmartSpecPolicy::DraftingGain(const LatencyModel& model, const std::vector<GoodputItem>& items, int32_t size,
-                                     const std::vector<int32_t>& k) {
-  const size_t n = std::min<size_t>(k.size(), static_cast<size_t>(std::max(size, 0)));
-  if (std::all_of(k.begin(), k.begin() + n, [](int32_t x) { return x == 0; })) return 0.0;
-  const GoodputModel goodput(model, items, 0);
-  const double plain = goodput.PrefixGoodput(size, std::vector<int32_t>(items.size(), 0));
-  return plain > 0 ? goodput.PrefixGoodput(size, k) / plain - 1.0 : 0.0;
+double SmartSpecPolicy::ZeroFraction() const {
+  if (proposed_nothing_.empty()) return 0.0;
+  const auto zeros = std::count(proposed_nothing_.begin(), proposed_nothing_.end(), true);
+  return static_cast<double>(zeros) / proposed_nothing_.size();
 }
-
-double SmartSpecPolicy::ShareNotPaying(double min_gain) const {
-  if (step_gains_.empty()) return 0.0;
-  const auto short_of =
-      std::count_if(step_gains_.begin(), step_gains_.end(), [&](double g) { return g <= 0 || g < min_gain; });
-  return static_cast<double>(short_of) / step_gains_.size();
-}
-
-double SmartSpecPolicy::ZeroFraction() const { return ShareNotPaying(0.0); }
 
 namespace {
 
@@ -154,17 +142,31 @@ std::vector<ProposalChoice> SmartSpecPolicy::DecideProposals(const PolicyInput& 
     return seconds > 0 ? total / seconds : 0.0;
   };
   double best = goodput_of();
+  // Expected tokens of each shape for one (pool, acceptance): at batch granularity every
+  // request of a pool shares them, so they are looked up once, not once per request.
+  std::vector<double> shape_tokens(shapes.size(), 0.0);
+  const std::string* tokens_pool = nullptr;
+  double tokens_acceptance = -1;
   for (size_t i = 0; i < run; ++i) {
     const PolicyRequest& r = input.requests[i];
     if (k[i] == kSitOut || !r.speculative || r.max_useful_k <= 0) continue;
     const int32_t chain_depth = depth[i], chain_verified = verified[i];
     const double chain_tokens = tokens[i];
     ProposalChoice chosen = choices[i];
-    for (const ProposalChoice& shape : shapes) {
+    if (tokens_pool == nullptr || *tokens_pool != r.pool || tokens_acceptance != items[i].acceptance) {
+      tokens_pool = &r.pool;
+      tokens_acceptance = items[i].acceptance;
+      for (size_t s = 0; s < shapes.size(); ++s) {
+        shape_tokens[s] =
+            input.tree_acceptance->ExpectedLength(r.pool, shapes[s].depth, shapes[s].nodes, tokens_acceptance);
+      }
+    }
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      const ProposalChoice& shape = shapes[s];
       if (shape.depth > r.max_useful_k) continue;
       depth[i] = shape.depth;
       verified[i] = shape.nodes;
-      tokens[i] = input.tree_acceptance->ExpectedLength(r.pool, shape.depth, shape.nodes, items[i].acceptance);
+      tokens[i] = shape_tokens[s];
       const double g = goodput_of();
       if (g > best * (1.0 + 1e-9)) {
         best = g;
@@ -175,9 +177,7 @@ std::vector<ProposalChoice> SmartSpecPolicy::DecideProposals(const PolicyInput& 
     choices[i] = chosen;
     depth[i] = chosen.tree() ? chosen.depth : chain_depth;
     verified[i] = chosen.tree() ? chosen.nodes : chain_verified;
-    tokens[i] = chosen.tree() ? input.tree_acceptance->ExpectedLength(r.pool, chosen.depth, chosen.nodes,
-                                                                      items[i].acceptance)
-                              : chain_tokens;
+    tokens[i] = chosen.tree() ? chosen.expected_tokens : chain_tokens;
     if (chosen.tree()) {
       ++tree_choices_;
       ++shape_histogram_[std::to_string(chosen.depth) + ":" + std::to_string(chosen.nodes)];
@@ -194,8 +194,8 @@ bool SmartSpecPolicy::SpeculateNewRequest() {
 
 bool SmartSpecPolicy::ResumeSpeculation() {
   // Only once the window holds enough steps to judge: an empty one says nothing yet.
-  if (static_cast<int32_t>(step_gains_.size()) < config_.prefill_window) return false;
-  const bool resume = ShareNotPaying(config_.resume_min_gain) <= config_.prefill_resume_threshold;
+  if (static_cast<int32_t>(proposed_nothing_.size()) < config_.prefill_window) return false;
+  const bool resume = ZeroFraction() <= config_.prefill_resume_threshold;
   if (resume) ++resumed_requests_;
   return resume;
 }
@@ -205,7 +205,6 @@ nlohmann::json SmartSpecPolicy::Describe() const {
   for (const auto& [k, n] : k_histogram_) hist[std::to_string(k)] = n;
   return {{"granularity", config_.per_request ? "request" : "batch"},
           {"max_k", config_.max_k},
-          {"resume_min_gain", config_.resume_min_gain},
           {"prefill_disable_threshold", config_.prefill_disable_threshold},
           {"recent_zero_fraction", ZeroFraction()},
           {"prefill_resume_threshold", config_.prefill_resume_threshold},

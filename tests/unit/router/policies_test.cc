@@ -303,61 +303,6 @@ TEST(SmartSpecTreesTest, ALearntBatchResidualPricesBigTreesOut) {
   EXPECT_LT(decide(latency), 8);
 }
 
-// Two requests at acceptance 0.5 on a target costing 10 ms + 1 ms a token, with a drafter
-// costing `draft_ms` a step: at 4 ms drafting two tokens is the best choice but gains only 5%
-// over drafting nothing (3.5 tokens in 20 ms against 2 in 12). After a window of such steps new
-// requests are still admitted speculative (admission keeps no margin), but a request admitted
-// non-speculative does not resume: 5% is inside the default resume margin of 10%. With free
-// drafting it resumes. Both signals: the batch's own decision (all speculative) and the
-// counterfactual (one request non-speculative).
-TEST(SmartSpecResumeMarginTest, AGainInsideTheMarginAdmitsButDoesNotResume) {
-  struct Outcome {
-    bool admits = false;
-    bool resumes = false;
-  };
-  auto run = [](double draft_ms, bool all_speculative, const nlohmann::json& config) {
-    LatencyModel latency;
-    latency.set_target(ForwardCoefficients{0.0, 0.001, 0.01});
-    latency.set_rpc_seconds(0);
-    DrafterCost drafter;
-    drafter.model_free = true;
-    drafter.constant_seconds = draft_ms / 1000.0;
-    latency.set_drafter("p", drafter);
-    PolicyInput in = Batch(2);
-    for (PolicyRequest& r : in.requests) {
-      r.pool = "p";
-      r.acceptance = 0.5;
-    }
-    if (!all_speculative) in.requests[1].speculative = false;
-    in.latency = &latency;
-    auto policy = MakePolicy("smartspec", config);
-    EXPECT_TRUE(policy.ok()) << policy.status();
-    for (int step = 0; step < 40; ++step) {
-      const std::vector<int32_t> k = (*policy)->Decide(in);
-      // The step itself drafts whenever goodput is higher (with one speculative request the
-      // drafter's cost is not shared, and it does not pay).
-      if (all_speculative) {
-        EXPECT_GT(k[0], 0);
-      }
-    }
-    return Outcome{(*policy)->SpeculateNewRequest(), (*policy)->ResumeSpeculation()};
-  };
-  for (bool all : {true, false}) {
-    const Outcome inside = run(4.0, all, {});
-    EXPECT_TRUE(inside.admits) << all;
-    EXPECT_FALSE(inside.resumes) << all;
-    EXPECT_TRUE(run(4.0, all, {{"resume_min_gain", 0.0}}).resumes) << all;
-    EXPECT_TRUE(run(4.0, all, {{"resume_min_gain", 0.04}}).resumes) << all;
-    EXPECT_FALSE(run(4.0, all, {{"resume_min_gain", 0.06}}).resumes) << all;
-    const Outcome free = run(0.0, all, {});
-    EXPECT_TRUE(free.admits && free.resumes) << all;
-  }
-  auto policy = MakePolicy("smartspec", {{"resume_min_gain", 0.25}});
-  ASSERT_TRUE(policy.ok());
-  EXPECT_EQ((*policy)->Describe()["resume_min_gain"], 0.25);
-  EXPECT_FALSE(MakePolicy("smartspec", {{"resume_min_gain", -0.1}}).ok());
-}
-
 TEST(StaticPolicyTest, NonSpeculativeRequestsGetZero) {
   StaticPolicy p(4);
   PolicyInput in = Batch(3);
