@@ -87,17 +87,16 @@ class Cell:
         self.mean_k = drafted / decode_steps if decode_steps > 0 else 0.0
         self.accept_length = 1.0 + accepted / decode_steps if decode_steps > 0 else 1.0
         self.accepted_per_draft_token = accepted / drafted if drafted > 0 else math.nan
-        infos = [server_info(level) for level in levels]
-        infos = [i for i in infos if i]
+        parsed = [server_info(level) for level in levels]
+        infos = [i for i in parsed if i]
         # Step overhead (wall minus the slower side's compute) and the pipeline's draft-ahead
         # figures, as the router reported them after each pass (its own process per pass).
         self.overhead_p50 = [i.get("overhead_p50_us", math.nan) for i in infos]
         self.overhead_p99 = [i.get("overhead_p99_us", math.nan) for i in infos]
         # Router CPU per step (planning, bookkeeping, RPC framing), per pass.
         self.router_cpu_us = []
-        for level in levels:
-            info = server_info(level) or {}
-            cpu, steps = level.get("router_cpu_seconds"), info.get("total_steps", 0)
+        for level, info in zip(levels, parsed):
+            cpu, steps = level.get("router_cpu_seconds"), (info or {}).get("total_steps", 0)
             if cpu is not None and steps > 0:
                 self.router_cpu_us.append(cpu / steps * 1e6)
         pipe = [i.get("pipeline") or {} for i in infos]

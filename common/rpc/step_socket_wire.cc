@@ -100,7 +100,7 @@ absl::Status WriteStepFrame(int fd, uint32_t word, absl::string_view payload) {
   const uint32_t fields[3] = {kStepFrameMagic, word, static_cast<uint32_t>(payload.size())};
   std::memcpy(header, fields, sizeof(fields));
   iovec parts[2] = {{header, sizeof(header)}, {const_cast<char*>(payload.data()), payload.size()}};
-  return WriteAll(fd, parts, payload.empty() ? 1 : 2);
+  return WriteAll(fd, parts, 2);
 }
 
 absl::Status ReadStepFrame(int fd, absl::Time deadline, uint32_t* word, std::string* payload) {
