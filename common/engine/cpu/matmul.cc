@@ -104,14 +104,14 @@ void TileRows(const uint8_t* const* w_rows, int64_t n_in, int64_t row0, const Ou
 
 // One block of RB weight rows (W rows row0.., inside `part`) against tokens [t_begin, t_end).
 template <typename Format, int RB>
-void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, int64_t row0,
+void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, int64_t row0, int direction,
               const OutputPart& part, const float* const* x_rows, int64_t t_begin, int64_t t_end, const float* bias) {
   const uint8_t* w_rows[RB];
   for (int r = 0; r < RB; ++r) w_rows[r] = w + (row0 + r) * row_bytes;
   // Only the first token tile of a block streams its rows from memory; later tiles find them
   // in cache, so they skip the prefetch. W is one contiguous matrix, so the prefetch runs on
   // across parts.
-  const char* prefetch = RowsToPrefetch(w, row_bytes, n_rows, row0, RB);
+  const char* prefetch = RowsToPrefetch(w, row_bytes, n_rows, row0, RB, direction);
   TileRows<Format, RB>(w_rows, n_in, row0, part, x_rows, t_begin, t_end, bias, prefetch);
 }
 
@@ -125,8 +125,8 @@ void MatMulTyped(const void* weights, size_t row_bytes, int64_t n_rows, int64_t 
     // A quarter of the usual threshold: even the smallest projections of real models stream
     // enough weight bytes for two threads to pay.
     ForEachRowBlock<kRowBlock>(parts, WorthParallel(4 * n_rows * n_in * (t1 - t0)),
-                               [&](auto rb, int64_t row0, const OutputPart& part) {
-                                 RowBlock<Format, decltype(rb)::value>(w, row_bytes, n_rows, n_in, row0, part,
+                               [&](auto rb, int64_t row0, const OutputPart& part, int direction) {
+                                 RowBlock<Format, decltype(rb)::value>(w, row_bytes, n_rows, n_in, row0, direction, part,
                                                                        x_rows.data(), t0, t1, bias);
                                });
   }

@@ -267,11 +267,11 @@ void TokenTiles(const uint8_t* const* w_rows, int64_t n_in, int64_t row0, const 
 
 // One block of RB weight rows against tokens [t_begin, t_end) (quantized in x from t_begin).
 template <int RB>
-void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, int64_t row0,
+void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, int64_t row0, int direction,
               const OutputPart& part, const QuantizedTokens& x, int64_t t_begin, int64_t t_end, const float* bias) {
   const uint8_t* w_rows[RB];
   for (int r = 0; r < RB; ++r) w_rows[r] = w + (row0 + r) * row_bytes;
-  const char* prefetch = RowsToPrefetch(w, row_bytes, n_rows, row0, RB);
+  const char* prefetch = RowsToPrefetch(w, row_bytes, n_rows, row0, RB, direction);
   const int64_t n_steps = (n_in + kStepWeights - 1) / kStepWeights;
   const size_t prefetch_bytes_per_step = (RB * row_bytes + n_steps - 1) / n_steps;
   int64_t t = t_begin;
@@ -293,8 +293,8 @@ void MatMulQ8(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, 
     const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
     scratch.Quantize(x_rows, t0, t1, n_in);
     ForEachRowBlock<kRowBlock>(parts, WorthParallel(4 * n_rows * n_in * (t1 - t0)),
-                               [&](auto rb, int64_t row0, const OutputPart& part) {
-                                 RowBlock<decltype(rb)::value>(w, row_bytes, n_rows, n_in, row0, part, x, t0, t1, bias);
+                               [&](auto rb, int64_t row0, const OutputPart& part, int direction) {
+                                 RowBlock<decltype(rb)::value>(w, row_bytes, n_rows, n_in, row0, direction, part, x, t0, t1, bias);
                                });
   }
 }

@@ -4,11 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "common/engine/backend.h"
+#include "common/engine/cpu/matmul_parts.h"
 #include "common/engine/model/model_maker.h"
 
 namespace splitspec::engine {
@@ -19,6 +23,17 @@ struct Sizes {
   int n_in;
   int n_tokens;
 };
+
+// A (n_rows, n_in) weight matrix of normal(0, 1) values from `rng`, stored as dtype.
+Tensor RandomWeights(Backend& backend, DType dtype, int64_t n_rows, int64_t n_in, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(n_rows * n_in));
+  for (float& v : values) v = normal(rng);
+  const std::vector<uint8_t> bytes = EncodeValues(values, dtype);
+  Tensor w = *backend.Allocate(dtype, n_rows, n_in);
+  backend.Upload(bytes.data(), w);
+  return w;
+}
 
 class MatMulTest : public ::testing::TestWithParam<std::tuple<DType, Sizes>> {};
 
@@ -89,11 +104,7 @@ TEST_P(MatMulSplitTest, EachPartEqualsItsOwnMatMulBitForBit) {
   const int64_t n_rows = 24, n_in = 70, n_tokens = 6;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> w_values(static_cast<size_t>(n_rows * n_in));
-  for (float& v : w_values) v = normal(rng);
-  const std::vector<uint8_t> w_bytes = EncodeValues(w_values, dtype);
-  Tensor w = *backend->Allocate(dtype, n_rows, n_in);
-  backend->Upload(w_bytes.data(), w);
+  Tensor w = RandomWeights(*backend, dtype, n_rows, n_in, rng);
   Tensor bias = *backend->Allocate(DType::kF32, 1, n_rows);
   for (int64_t i = 0; i < n_rows; ++i) bias.f32()[i] = normal(rng);
   Tensor x = *backend->Allocate(DType::kF32, n_tokens, n_in);
@@ -131,6 +142,73 @@ TEST_P(MatMulSplitTest, EachPartEqualsItsOwnMatMulBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, MatMulSplitTest, ::testing::Values(DType::kF32, DType::kF16, DType::kBF16));
+
+// The matmul kernels share a projection's row blocks out by pairs of threads walking towards
+// each other: every block must be visited exactly once, each walker in its own direction inside
+// its pair's range, for any team size (an odd one out walks alone) and any number of blocks.
+TEST(MeetingInTheMiddleTest, VisitsEveryIndexOnceEachWalkerInItsDirection) {
+  for (int n_threads = 1; n_threads <= 5; ++n_threads) {
+    for (int64_t n : {0, 1, 2, 3, 7, 64, 101, 1000}) {
+      std::vector<cpu::MeetingRange> ranges(n_threads);
+      cpu::PlanMeetingRanges(n, n_threads, ranges.data());
+      std::vector<std::atomic<int>> visits(n);
+      std::vector<std::vector<std::pair<int64_t, int>>> seen(n_threads);
+      int team = 0;
+#pragma omp parallel num_threads(n_threads)
+      {
+#pragma omp single
+        team = omp_get_num_threads();
+        std::vector<std::pair<int64_t, int>>& mine = seen[omp_get_thread_num()];
+        cpu::VisitMeetingInTheMiddle(n, ranges.data(), [&](int64_t index, int direction) {
+          visits[index].fetch_add(1);
+          mine.push_back({index, direction});
+        });
+      }
+      ASSERT_EQ(team, n_threads);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(visits[i].load(), 1) << "index " << i << " of " << n << ", " << n_threads << " threads";
+      for (int thread = 0; thread < n_threads; ++thread) {
+        const auto [first, end] = cpu::PairRange(n, thread / 2, n_threads);
+        const int direction = thread % 2 == 0 ? +1 : -1;
+        for (size_t i = 0; i < seen[thread].size(); ++i) {
+          const auto [index, reported] = seen[thread][i];
+          EXPECT_EQ(reported, direction) << "thread " << thread;
+          EXPECT_TRUE(index >= first && index < end) << "thread " << thread << " left its pair's range";
+          if (i > 0) {
+            EXPECT_EQ(index, seen[thread][i - 1].first + direction) << "thread " << thread << " skipped or turned";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Whatever the number of threads sharing a projection (pairs, an odd one out), every output has
+// the bits of the one-thread result.
+TEST(MatMulThreadsTest, AnyThreadCountGivesTheOneThreadBits) {
+  std::unique_ptr<Backend> backend = CreateCpuBackend();
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    const int64_t n_out = 262, n_in = 256, n_tokens = 5;  // big enough for a parallel region
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    Tensor w = RandomWeights(*backend, dtype, n_out, n_in, rng);
+    Tensor x = *backend->Allocate(DType::kF32, n_tokens, n_in);
+    for (int64_t i = 0; i < x.n_elements(); ++i) x.f32()[i] = normal(rng);
+    const int saved_threads = omp_get_max_threads();
+    std::vector<Tensor> outs;
+    for (int threads = 1; threads <= 4; ++threads) {
+      omp_set_num_threads(threads);
+      outs.push_back(*backend->Allocate(DType::kF32, n_tokens, n_out));
+      backend->MatMul(x, w, nullptr, outs.back());
+    }
+    omp_set_num_threads(saved_threads);
+    for (size_t i = 1; i < outs.size(); ++i) {
+      EXPECT_EQ(std::memcmp(outs[i].data, outs[0].data, outs[0].n_bytes()), 0)
+          << DTypeName(dtype) << " with " << i + 1 << " threads";
+    }
+    for (Tensor& t : outs) backend->Free(t);
+    for (Tensor* t : {&w, &x}) backend->Free(*t);
+  }
+}
 
 TEST(CpuOpsTest, RmsNormAndSiluMulMatchReference) {
   std::unique_ptr<Backend> backend = CreateCpuBackend();
