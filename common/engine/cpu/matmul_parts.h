@@ -118,8 +118,9 @@ void VisitMeetingInTheMiddle(int64_t n, MeetingRange* ranges, VisitFn&& visit) {
 // Calls block(std::integral_constant<int, RB>, row0, part, direction) for every run of rows:
 // the full blocks of kRowBlock rows of all parts form one index space, shared out in one
 // parallel region (a fork/join per projection would cost more than a small projection's
-// compute) by VisitMeetingInTheMiddle; the rows left at the end of a part (< kRowBlock) then
-// run serially with RB = 1. Every output element has one owner, whichever thread it is, so
+// compute) by VisitMeetingInTheMiddle, or run in order on this thread when `parallel` is unset
+// or there is one thread; the rows left at the end of a part (< kRowBlock) then run serially
+// with RB = 1. Every output element has one owner, whichever thread it is, so
 // threading never changes a result.
 template <int kRowBlock, typename BlockFn>
 void ForEachRowBlock(absl::Span<const OutputPart> parts, bool parallel, BlockFn&& block) {
@@ -153,7 +154,6 @@ void ForEachRowBlock(absl::Span<const OutputPart> parts, bool parallel, BlockFn&
       }
     }
   } else {
-#pragma omp parallel for schedule(static) if (parallel)
     for (int64_t index = 0; index < n_blocks; ++index) visit(index, +1);
   }
   for (const OutputPart& part : parts) {
