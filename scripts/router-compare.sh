@@ -10,7 +10,7 @@
 #                   smartspec:noprefix,analytical]
 #       [--workload mix] [--levels 1:30,4:10,16:3] [--passes 2] [--drain 90] [--max-tokens 64]
 #       [--latency-model configs/latency/cpu-2core-epyc-f32-pair.json] [--no-pin] [--unix] [--out DIR]
-#       [--router-flags "--max-k 32 ..."]
+#       [--router-flags "--max-k 32 ..."] [--worker-flags "--step-spin-us 0 ..."]
 #
 # --levels RATE:SECONDS,...: Poisson arrivals at RATE req/s for SECONDS each, so every cell
 # gets about RATE * SECONDS requests; a level cN:SECONDS is closed-loop instead: N clients, each
@@ -23,12 +23,15 @@
 # with "trees": false (chains only); P = configs/policies/P.json when it
 # exists; a `+pipeline` suffix (static:3+pipeline) runs the same policy with --pipeline on, a
 # `+line` suffix (smartspec+line) with --latency-residual off (the refitted line alone), a
-# `+grpc` suffix (none+grpc; last of the suffixes) with --step-sockets off (with --unix: every
-# call over gRPC instead of the workers' step sockets).
+# `+sleep` suffix (none+sleep) with --step-spin-us 0 (the router sleeps until each step socket
+# answer instead of polling around when it is due), a `+grpc` suffix (none+grpc; last of the
+# suffixes) with --step-sockets off (with --unix: every call over gRPC instead of the workers'
+# step sockets).
 # --unix: the services listen on Unix sockets in OUT/sockets instead of loopback TCP ports (one
 # host skips the TCP stack; the load generator talks to the router over its socket too), and the
 # routers send Verify and Propose over the workers' step sockets (unless `+grpc`).
-# --router-flags are added to every router (e.g. --max-k 32 for trees of 32 nodes). `none` gets no drafter (plain decoding; see docs/benchmarks.md). Placement as
+# --router-flags are added to every router (e.g. --max-k 32 for trees of 32 nodes), --worker-flags
+# to the verifier and the drafter. `none` gets no drafter (plain decoding; see docs/benchmarks.md). Placement as
 # scripts/bench-sweep.sh: verifier on CPU 1, drafter on CPU 0, one engine thread each; router
 # and load generator unpinned. Workers run no metrics servers (--metrics-port -1), so it runs
 # beside other services; each router's metrics server takes a free loopback port, and its
@@ -51,6 +54,7 @@ pin=1
 unix=0
 out=""
 router_extra=""
+worker_extra=""
 while (($#)); do
   case "$1" in
     --build-dir) build="$2"; shift ;;
@@ -67,7 +71,8 @@ while (($#)); do
     --unix) unix=1 ;;
     --out) out="$2"; shift ;;
     --router-flags) router_extra="$2"; shift ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    --worker-flags) worker_extra="$2"; shift ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -106,14 +111,14 @@ listen_flags() {
 }
 
 echo "== workers: target $target, draft $draft ($placement)"
-# shellcheck disable=SC2046  # listen_flags is two words
+# shellcheck disable=SC2046,SC2086  # listen_flags is two words; the worker flags are split
 start verifier "${verifier_pin[@]}" "$bin/splitspec-verifier" --model "$target" --expose-model-path $(listen_flags verifier) \
-  --threads "$threads" --metrics-port -1
+  --threads "$threads" --metrics-port -1 $worker_extra
 pids+=("$started_pid")
 verifier_addr="$started_addr"
-# shellcheck disable=SC2046
+# shellcheck disable=SC2046,SC2086
 start drafter "${drafter_pin[@]}" "$bin/splitspec-drafter" --model "$draft" $(listen_flags drafter) \
-  --threads "$threads" --metrics-port -1
+  --threads "$threads" --metrics-port -1 $worker_extra
 pids+=("$started_pid")
 drafter_addr="$started_addr"
 
@@ -141,6 +146,10 @@ run_cell() {
   if [[ "$policy" == *+grpc ]]; then
     transport_flags=(--step-sockets off)
     policy="${policy%+grpc}"
+  fi
+  if [[ "$policy" == *+sleep ]]; then
+    transport_flags+=(--step-spin-us 0)
+    policy="${policy%+sleep}"
   fi
   if [[ "$policy" == *+line ]]; then
     residual_flags=(--latency-residual off)

@@ -1,8 +1,9 @@
 // rpc_roundtrip_bench: what one worker call costs beyond the worker's own work, between two
 // processes on this host: gRPC unary calls (grpc.health.v1 Check, a few bytes each way) with
 // the server and channel settings the services could use, the step socket the workers serve
-// beside a unix:// address (common/rpc/step_socket_*), and a bare pipe ping-pong between the
-// same two CPUs (the two wake-ups any round trip needs).
+// beside a unix:// address (common/rpc/step_socket_*; with both ends sleeping until each frame
+// and with both polling around it as the services do by default), and a bare pipe ping-pong
+// between the same two CPUs (the two wake-ups any round trip needs).
 //
 // Each transport runs twice: with an idle server, and with a server that first reads
 // --server_read_mb of memory per call, as a decode step streams its weights (the read's own
@@ -31,6 +32,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/rpc/spin_window.h"
 #include "common/rpc/step_socket_client.h"
 #include "common/rpc/step_socket_server.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -113,6 +115,8 @@ struct Config {
   std::string name;
   Transport transport;
   bool minimal_stack = false;
+  // Step socket only: both ends poll around the expected frame (common/rpc/spin_window.h).
+  absl::Duration spin_margin = absl::ZeroDuration();
 };
 
 struct Sample {
@@ -127,7 +131,8 @@ struct Sample {
     auto server = splitspec::rpc::StepSocketServer::Start(
         address, [&work](splitspec::rpc::StepMethod, const std::string&) -> absl::StatusOr<std::string> {
           return work.Run();
-        });
+        },
+        /*max_connections=*/16, config.spin_margin);
     if (!server.ok()) _exit(2);
     pause();
     _exit(0);
@@ -187,8 +192,8 @@ TimedCall GrpcCaller(const Config& config, const std::string& address) {
   };
 }
 
-TimedCall StepSocketCaller(const std::string& path) {
-  auto client = std::make_shared<splitspec::rpc::StepSocketClient>(path);
+TimedCall StepSocketCaller(const std::string& path, absl::Duration spin_margin) {
+  auto client = std::make_shared<splitspec::rpc::StepSocketClient>(path, spin_margin);
   return [client] {
     absl::StatusOr<std::string> answer;
     int64_t start = 0, end = 0;
@@ -277,7 +282,9 @@ int main(int argc, char** argv) {
       {"grpc sync server, minimal stack", Transport::kGrpcSync, true},
       {"grpc callback server", Transport::kGrpcCallback},
       {"grpc callback server, minimal stack", Transport::kGrpcCallback, true},
-      {"step socket", Transport::kStepSocket},
+      {"step socket, sleeping until each frame", Transport::kStepSocket},
+      {absl::StrCat("step socket, polling +-", splitspec::rpc::kDefaultStepSpinMicros, " us (the default)"),
+       Transport::kStepSocket, false, absl::Microseconds(splitspec::rpc::kDefaultStepSpinMicros)},
   };
   const std::string socket_base = absl::StrCat(absl::GetFlag(FLAGS_socket_dir), "/splitspec-rpc-roundtrip-", getpid());
   const size_t read_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_server_read_mb)) << 20;
@@ -301,7 +308,7 @@ int main(int argc, char** argv) {
       // of each configuration are fresh processes.
       const pid_t client = fork();
       if (client == 0) {
-        TimedCall call = step ? StepSocketCaller(path) : GrpcCaller(config, address);
+        TimedCall call = step ? StepSocketCaller(path, config.spin_margin) : GrpcCaller(config, address);
         const int n = work_bytes > 0 ? calls / 5 : calls;
         std::vector<Sample> samples;
         for (int i = -std::min(300, n / 5); i < n; ++i) {

@@ -148,7 +148,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   if (options.step_handler && options.step_socket && IsUnixSocket(options.address) && !options.tls.enabled()) {
     absl::StatusOr<std::unique_ptr<StepSocketServer>> step =
-        StepSocketServer::Start(StepSocketPath(options.address), options.step_handler);
+        StepSocketServer::Start(StepSocketPath(options.address), options.step_handler,
+                                /*max_connections=*/16, options.step_spin);
     if (!step.ok()) return step.status();
     out->step_server_ = *std::move(step);
   }

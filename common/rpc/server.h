@@ -53,6 +53,8 @@ struct ServerOptions {
   // none) nor with a TCP address. Unset: none.
   StepHandler step_handler;
   bool step_socket = true;
+  // How long a step socket connection polls for the next request after an answer (RequestSpin).
+  absl::Duration step_spin = absl::ZeroDuration();
 };
 
 // Thread-safe: Shutdown and Wait may be called from any thread; Shutdown is idempotent.

@@ -35,6 +35,10 @@ absl::StatusOr<WorkerServing> ParseWorkerServing(const Flags& flags) {
   }
   serving.health_port = *health_port;
   serving.reflection = flags.Has("enable-reflection");
+  absl::StatusOr<int> spin_us = flags.GetInt("step-spin-us", kDefaultStepSpinMicros);
+  if (!spin_us.ok()) return spin_us.status();
+  if (*spin_us < 0 || *spin_us > 100000) return absl::InvalidArgumentError("--step-spin-us must be 0 to 100000");
+  serving.step_spin = absl::Microseconds(*spin_us);
   return serving;
 }
 

@@ -5,6 +5,8 @@
 //   --tls-reload-seconds S                                how often the files are read again (60)
 //   --health-port P                                       plaintext grpc.health.v1 only (-1 off)
 //   --enable-reflection                                   gRPC server reflection (off)
+//   --step-spin-us US                                     poll for the next step request that long after
+//                                                         answering one (300; 0 = sleep at once)
 #ifndef SPLITSPEC_COMMON_RPC_SERVING_FLAGS_H_
 #define SPLITSPEC_COMMON_RPC_SERVING_FLAGS_H_
 
@@ -14,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "common/rpc/flags.h"
 #include "common/rpc/server.h"
+#include "common/rpc/spin_window.h"
 
 namespace splitspec::rpc {
 
@@ -23,6 +26,8 @@ struct WorkerServing {
   bool reflection = false;
   // The workers' --step-socket on|off (read by their mains: the router serves no step socket).
   bool step_socket = true;
+  // How long a step socket connection polls for the next request after answering one.
+  absl::Duration step_spin = absl::Microseconds(kDefaultStepSpinMicros);
 
   // Copies the serving choices into server options.
   void ApplyTo(ServerOptions* options) const {
@@ -30,6 +35,7 @@ struct WorkerServing {
     options->health_port = health_port;
     options->reflection = reflection;
     options->step_socket = step_socket;
+    options->step_spin = step_spin;
   }
   // "plaintext" or "mutual TLS", plus the health port: for the startup line.
   std::string Describe() const;

@@ -61,9 +61,13 @@ absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std:
     CloseLocked();
     return s;
   }
+  const absl::Time written = absl::Now();
+  AnswerSpin& spin = method == StepMethod::kVerify ? verify_spin_ : propose_spin_;
   uint32_t code = 0;
   std::string payload;
-  if (absl::Status s = ReadStepFrame(fd_, deadline, &code, &payload); !s.ok()) {
+  const absl::Status read = ReadStepFrame(fd_, deadline, &code, &payload, spin.Window(written));
+  if (read.ok()) spin.Observe(absl::Now() - written);
+  if (absl::Status s = read; !s.ok()) {
     CloseLocked();
     if (absl::IsInvalidArgument(s)) return absl::UnavailableError(absl::StrCat("step socket ", path_, ": ", s.message()));
     return s;

@@ -1,6 +1,9 @@
 // The router's end of a worker's step socket (see step_socket_wire.h): one connection, made on
 // first use and again after a failure, one call at a time.
 //
+// While a call waits, the calling thread polls instead of sleeping in a short window around
+// when the answer is due (spin_window.h).
+//
 // Thread-safe: calls from several threads take turns on the connection.
 #ifndef SPLITSPEC_COMMON_RPC_STEP_SOCKET_CLIENT_H_
 #define SPLITSPEC_COMMON_RPC_STEP_SOCKET_CLIENT_H_
@@ -11,13 +14,17 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/rpc/spin_window.h"
 #include "common/rpc/step_socket_wire.h"
 
 namespace splitspec::rpc {
 
 class StepSocketClient {
  public:
-  explicit StepSocketClient(std::string path) : path_(std::move(path)) {}
+  // `spin_margin`: half the width of the window around an answer's expected time in which
+  // the caller polls (zero: it sleeps until the answer).
+  explicit StepSocketClient(std::string path, absl::Duration spin_margin = absl::ZeroDuration())
+      : path_(std::move(path)), verify_spin_(spin_margin), propose_spin_(spin_margin) {}
   ~StepSocketClient();
   StepSocketClient(const StepSocketClient&) = delete;
   StepSocketClient& operator=(const StepSocketClient&) = delete;
@@ -41,6 +48,9 @@ class StepSocketClient {
   std::mutex mu_;
   int fd_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Time next_connect_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Verify and Propose take different times: each learns its own.
+  AnswerSpin verify_spin_ ABSL_GUARDED_BY(mu_);
+  AnswerSpin propose_spin_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace splitspec::rpc

@@ -14,11 +14,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/rpc/spin_window.h"
 
 namespace splitspec::rpc {
 
 absl::StatusOr<std::unique_ptr<StepSocketServer>> StepSocketServer::Start(const std::string& path, StepHandler handler,
-                                                                          int max_connections) {
+                                                                          int max_connections,
+                                                                          absl::Duration spin_margin) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
@@ -54,19 +56,20 @@ absl::StatusOr<std::unique_ptr<StepSocketServer>> StepSocketServer::Start(const 
     return absl::InternalError(absl::StrCat("step socket: ", std::strerror(errno)));
   }
   std::unique_ptr<StepSocketServer> server(
-      new StepSocketServer(path, fd, wake[0], wake[1], std::move(handler), max_connections));
+      new StepSocketServer(path, fd, wake[0], wake[1], std::move(handler), max_connections, spin_margin));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
 
 StepSocketServer::StepSocketServer(std::string path, int listen_fd, int wake_read, int wake_write, StepHandler handler,
-                                   int max_connections)
+                                   int max_connections, absl::Duration spin_margin)
     : path_(std::move(path)),
       listen_fd_(listen_fd),
       wake_read_(wake_read),
       wake_write_(wake_write),
       handler_(std::move(handler)),
-      max_connections_(max_connections) {}
+      max_connections_(max_connections),
+      spin_margin_(spin_margin) {}
 
 StepSocketServer::~StepSocketServer() {
   Stop();
@@ -116,14 +119,20 @@ void StepSocketServer::AcceptLoop() {
 void StepSocketServer::Serve(int fd) {
   uint32_t word = 0;
   std::string request;
+  RequestSpin spin(spin_margin_);
+  SpinWindow window;  // none before the first request
+  absl::Time answered = absl::InfinitePast();
   // Ends when the client disconnects, sends something that is not a frame, or Stop shuts the
   // descriptor down.
-  while (ReadStepFrame(fd, absl::InfiniteFuture(), &word, &request).ok()) {
+  while (ReadStepFrame(fd, absl::InfiniteFuture(), &word, &request, window).ok()) {
+    if (answered != absl::InfinitePast()) spin.Observe(absl::Now() - answered);
     const absl::StatusOr<std::string> answer = handler_(static_cast<StepMethod>(word), request);
     const absl::Status sent =
         answer.ok() ? WriteStepFrame(fd, static_cast<uint32_t>(absl::StatusCode::kOk), *answer)
                     : WriteStepFrame(fd, static_cast<uint32_t>(answer.status().code()), answer.status().message());
     if (!sent.ok()) break;
+    answered = absl::Now();
+    window = spin.Window(answered);
   }
   std::lock_guard<std::mutex> lock(mu_);
   connections_.erase(std::find(connections_.begin(), connections_.end(), fd));

@@ -1,7 +1,8 @@
 // A worker's step socket server (wire format and rationale: step_socket_wire.h): listens on a
 // Unix domain socket, gives each connection a thread of its own that reads a request, runs the
 // handler on it and writes the answer, and so serves one caller per connection with no
-// hand-off between threads.
+// hand-off between threads. After an answer the thread polls for the next request for a short
+// while when requests have been following answers quickly (spin_window.h, RequestSpin).
 //
 // Thread-safety: the handler runs on several connection threads at once when several clients
 // are connected (a router and its replicas' helpers); the services' handlers lock as their
@@ -19,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/rpc/step_socket_wire.h"
 
 namespace splitspec::rpc {
@@ -32,8 +34,11 @@ class StepSocketServer {
   // Binds `path` (a stale socket file from an earlier run is replaced; any other existing file
   // is an error), makes it owner-only (0600) and starts accepting. At most `max_connections`
   // are served at once; more are closed at once (their callers fall back to gRPC).
+  // `spin_margin`: how long a connection thread polls for the next request after answering
+  // (zero: it sleeps at once).
   static absl::StatusOr<std::unique_ptr<StepSocketServer>> Start(const std::string& path, StepHandler handler,
-                                                                  int max_connections = 16);
+                                                                  int max_connections = 16,
+                                                                  absl::Duration spin_margin = absl::ZeroDuration());
   ~StepSocketServer();
   StepSocketServer(const StepSocketServer&) = delete;
   StepSocketServer& operator=(const StepSocketServer&) = delete;
@@ -45,7 +50,7 @@ class StepSocketServer {
 
  private:
   StepSocketServer(std::string path, int listen_fd, int wake_read, int wake_write, StepHandler handler,
-                   int max_connections);
+                   int max_connections, absl::Duration spin_margin);
   void AcceptLoop();
   void Serve(int fd);
 
@@ -56,6 +61,7 @@ class StepSocketServer {
   const int wake_write_;
   const StepHandler handler_;
   const int max_connections_;
+  const absl::Duration spin_margin_;
   std::thread accept_thread_;
   std::mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

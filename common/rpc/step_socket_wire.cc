@@ -43,18 +43,29 @@ absl::Status WriteAll(int fd, iovec* parts, int count) {
   return absl::OkStatus();
 }
 
-// Waits for the descriptor to be readable until `deadline` (absl::InfiniteFuture(): for ever).
-absl::Status WaitReadable(int fd, absl::Time deadline) {
+// Waits for the descriptor to be readable until `deadline` (absl::InfiniteFuture(): for ever),
+// polling without sleeping while the clock is inside `spin`.
+absl::Status WaitReadable(int fd, absl::Time deadline, const SpinWindow& spin) {
   for (;;) {
-    int ms = -1;
-    if (deadline != absl::InfiniteFuture()) {
-      const absl::Duration left = deadline - absl::Now();
-      if (left <= absl::ZeroDuration()) return absl::DeadlineExceededError("step socket call timed out");
-      // Rounded up, so that a wait of under a millisecond does not spin at timeout 0.
-      ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
-    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return absl::DeadlineExceededError("step socket call timed out");
     pollfd p{fd, POLLIN, 0};
-    const int ready = poll(&p, 1, ms);
+    if (now >= spin.from && now < spin.until) {
+      const int ready = poll(&p, 1, 0);
+      if (ready > 0) return absl::OkStatus();
+      if (ready < 0 && errno != EINTR) return absl::UnavailableError(absl::StrCat("step socket poll: ", std::strerror(errno)));
+      continue;
+    }
+    // Sleeps until the answer, the deadline or the start of the spin window, whichever is first.
+    absl::Time wake = deadline;
+    if (now < spin.from) wake = std::min(wake, spin.from);
+    timespec timeout{};
+    const timespec* timeout_or_none = nullptr;
+    if (wake != absl::InfiniteFuture()) {
+      timeout = absl::ToTimespec(wake - now);
+      timeout_or_none = &timeout;
+    }
+    const int ready = ppoll(&p, 1, timeout_or_none, nullptr);
     if (ready > 0) return absl::OkStatus();
     if (ready < 0 && errno != EINTR) return absl::UnavailableError(absl::StrCat("step socket poll: ", std::strerror(errno)));
   }
@@ -62,7 +73,7 @@ absl::Status WaitReadable(int fd, absl::Time deadline) {
 
 // Reads `size` bytes, trying the read before waiting: a frame's payload (and often its header)
 // is there already, and needs no poll.
-absl::Status ReadAll(int fd, absl::Time deadline, char* data, size_t size) {
+absl::Status ReadAll(int fd, absl::Time deadline, const SpinWindow& spin, char* data, size_t size) {
   while (size > 0) {
     const ssize_t n = recv(fd, data, size, MSG_DONTWAIT);
     if (n > 0) {
@@ -75,7 +86,7 @@ absl::Status ReadAll(int fd, absl::Time deadline, char* data, size_t size) {
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
       return absl::UnavailableError(absl::StrCat("step socket read: ", std::strerror(errno)));
     }
-    if (absl::Status s = WaitReadable(fd, deadline); !s.ok()) return s;
+    if (absl::Status s = WaitReadable(fd, deadline, spin); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -103,9 +114,10 @@ absl::Status WriteStepFrame(int fd, uint32_t word, absl::string_view payload) {
   return WriteAll(fd, parts, 2);
 }
 
-absl::Status ReadStepFrame(int fd, absl::Time deadline, uint32_t* word, std::string* payload) {
+absl::Status ReadStepFrame(int fd, absl::Time deadline, uint32_t* word, std::string* payload,
+                           const SpinWindow& spin) {
   char header[kHeaderBytes];
-  if (absl::Status s = ReadAll(fd, deadline, header, sizeof(header)); !s.ok()) return s;
+  if (absl::Status s = ReadAll(fd, deadline, spin, header, sizeof(header)); !s.ok()) return s;
   uint32_t fields[3];
   std::memcpy(fields, header, sizeof(fields));
   if (fields[0] != kStepFrameMagic) return absl::InvalidArgumentError("step socket: not a step frame");
@@ -115,7 +127,7 @@ absl::Status ReadStepFrame(int fd, absl::Time deadline, uint32_t* word, std::str
   }
   *word = fields[1];
   payload->resize(fields[2]);
-  return ReadAll(fd, deadline, payload->data(), payload->size());
+  return ReadAll(fd, deadline, SpinWindow{}, payload->data(), payload->size());
 }
 
 }  // namespace splitspec::rpc

@@ -44,11 +44,23 @@ std::string StepSocketPath(const std::string& address);
 
 // Writes one whole frame (EINTR and short writes handled). UNAVAILABLE when the peer is gone.
 absl::Status WriteStepFrame(int fd, uint32_t word, absl::string_view payload);
+// Where a reader polls the socket without sleeping: from `from` until `until` (by default
+// never). On a virtual machine a thread that sleeps through a worker's forward takes of the
+// order of 100 us to wake when the answer comes (its virtual CPU halted); one that polls at
+// that moment reads the answer within a few microseconds. Spinning costs a CPU, so it is kept
+// to a short window around when the frame is expected.
+struct SpinWindow {
+  absl::Time from = absl::InfiniteFuture();
+  absl::Time until = absl::InfinitePast();
+};
+
 // Reads one whole frame, waiting until `deadline` (absl::InfiniteFuture(): no limit).
 // DEADLINE_EXCEEDED when it passes, UNAVAILABLE when the peer closed or reset the connection,
 // INVALID_ARGUMENT for a header that is not ours or a payload over kMaxStepPayloadBytes (the
 // connection cannot be resynchronised after either: callers close it).
-absl::Status ReadStepFrame(int fd, absl::Time deadline, uint32_t* word, std::string* payload);
+// Waits without sleeping inside `spin` (for the header; the payload follows it at once).
+absl::Status ReadStepFrame(int fd, absl::Time deadline, uint32_t* word, std::string* payload,
+                           const SpinWindow& spin = SpinWindow{});
 
 }  // namespace splitspec::rpc
 

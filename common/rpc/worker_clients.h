@@ -52,7 +52,9 @@ class VerifierClient {
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
   // Sends Verify over the worker's step socket at `path` (step_socket_wire.h) from now on, and
   // over gRPC while it cannot be reached. Call before the calls start.
-  void UseStepSocket(const std::string& path) { step_ = std::make_unique<StepSocketClient>(path); }
+  void UseStepSocket(const std::string& path, absl::Duration spin_margin = absl::ZeroDuration()) {
+    step_ = std::make_unique<StepSocketClient>(path, spin_margin);
+  }
 
  private:
   absl::Duration timeout() const { return absl::Microseconds(timeout_us_.load()); }
@@ -71,7 +73,9 @@ class DrafterClient {
   absl::StatusOr<spec::WorkerInfo> GetInfo();
   void set_timeout(absl::Duration timeout) { timeout_us_.store(absl::ToInt64Microseconds(timeout)); }
   // Propose over the worker's step socket, as VerifierClient::UseStepSocket.
-  void UseStepSocket(const std::string& path) { step_ = std::make_unique<StepSocketClient>(path); }
+  void UseStepSocket(const std::string& path, absl::Duration spin_margin = absl::ZeroDuration()) {
+    step_ = std::make_unique<StepSocketClient>(path, spin_margin);
+  }
 
  private:
   absl::Duration timeout() const { return absl::Microseconds(timeout_us_.load()); }

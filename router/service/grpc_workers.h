@@ -19,11 +19,12 @@ class GrpcDrafter : public DrafterClient {
   // A drafter that is down fails its calls fast (no wait-for-ready), which the core turns into
   // k = 0 for that step; the channel reconnects in the background.
   // `server_name`: see rpc::MakeChannel. `step_socket`: Propose goes over the worker's step
-  // socket when `address` is unix://PATH (rpc::DrafterClient::UseStepSocket).
+  // socket when `address` is unix://PATH (rpc::DrafterClient::UseStepSocket), polling for the
+  // answer within `step_spin` of when it is due (rpc::AnswerSpin).
   GrpcDrafter(const std::string& address, absl::Duration timeout, const std::string& server_name = "",
-              bool step_socket = false)
+              bool step_socket = false, absl::Duration step_spin = absl::ZeroDuration())
       : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {
-    if (step_socket && rpc::IsUnixSocket(address)) client_.UseStepSocket(rpc::StepSocketPath(address));
+    if (step_socket && rpc::IsUnixSocket(address)) client_.UseStepSocket(rpc::StepSocketPath(address), step_spin);
   }
 
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items) override {
@@ -41,11 +42,12 @@ class GrpcDrafter : public DrafterClient {
 
 class GrpcVerifier : public VerifierClient {
  public:
-  // `step_socket`: Verify goes over the worker's step socket when `address` is unix://PATH.
+  // `step_socket`, `step_spin`: Verify goes over the worker's step socket when `address` is
+  // unix://PATH, as GrpcDrafter's Propose.
   GrpcVerifier(const std::string& address, absl::Duration timeout, const std::string& server_name = "",
-               bool step_socket = false)
+               bool step_socket = false, absl::Duration step_spin = absl::ZeroDuration())
       : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {
-    if (step_socket && rpc::IsUnixSocket(address)) client_.UseStepSocket(rpc::StepSocketPath(address));
+    if (step_socket && rpc::IsUnixSocket(address)) client_.UseStepSocket(rpc::StepSocketPath(address), step_spin);
   }
 
   absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(const std::vector<spec::PrefillItem>& items) override {

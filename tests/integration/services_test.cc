@@ -188,14 +188,18 @@ TEST_F(ServicesTest, ServicesOverUnixSocketsGiveTheSameOutput) {
   ASSERT_EQ(stat(verifier_step.c_str(), &st), 0) << "the verifier serves Verify on its step socket";
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   ASSERT_EQ(stat(drafter_step.c_str(), &st), 0) << "the drafter serves Propose on its step socket";
-  for (const char* step_sockets : {"on", "off"}) {
+  // Step sockets with the router polling around each answer (the default), sleeping until it,
+  // and not at all.
+  for (const auto& [step_sockets, spin_us] : std::vector<std::pair<std::string, std::string>>{
+           {"on", "300"}, {"on", "0"}, {"off", "300"}}) {
+    const std::string label = "--step-sockets " + step_sockets + " --step-spin-us " + spin_us;
     auto router = Process::Start({SPLITSPEC_ROUTER_BIN, "--verifier", verifier_socket, "--drafter",
                                   "model=" + drafter_socket, "--host", router_socket, "--metrics-port", "-1",
-                                  "--policy", "static:3", "--step-sockets", step_sockets});
+                                  "--policy", "static:3", "--step-sockets", step_sockets, "--step-spin-us", spin_us});
     EXPECT_EQ(router->address(), router_socket);
     const Generated out = Generate(router->address(), TokenRequest(kVaried, kMaxTokens, "model"));
-    ASSERT_TRUE(out.status.ok()) << step_sockets << ": " << out.status.error_message();
-    EXPECT_EQ(out.tokens, Reference(kVaried, kMaxTokens)) << "--step-sockets " << step_sockets;
+    ASSERT_TRUE(out.status.ok()) << label << ": " << out.status.error_message();
+    EXPECT_EQ(out.tokens, Reference(kVaried, kMaxTokens)) << label;
     EXPECT_GT(out.final.usage().drafted_tokens(), 0);
     EXPECT_EQ(router->Stop(), 0);
   }

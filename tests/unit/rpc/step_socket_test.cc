@@ -94,17 +94,54 @@ TEST_F(FramePair, ReportsAClosedPeerAndAPassedDeadline) {
   EXPECT_TRUE(absl::IsUnavailable(WriteStepFrame(fds_[1], 1, "x")));
 }
 
-TEST(StepSocketServerTest, AnswersCallsInOrderAndPassesErrorsBackOnALiveConnection) {
+TEST_F(FramePair, ReadsAFrameWhetherItComesBeforeInsideOrAfterTheSpinWindow) {
+  const absl::Time now = absl::Now();
+  const SpinWindow windows[] = {
+      {now - absl::Seconds(10), now + absl::Seconds(10)},     // polling from the start
+      {now + absl::Seconds(3600), now + absl::Seconds(3601)},  // the frame comes before it
+      {now - absl::Seconds(2), now - absl::Seconds(1)},        // over already: sleeps
+  };
+  for (const SpinWindow& window : windows) {
+    std::thread writer([&] { ASSERT_TRUE(WriteStepFrame(fds_[0], 3, "answer").ok()); });
+    uint32_t word = 0;
+    std::string got;
+    ASSERT_TRUE(ReadStepFrame(fds_[1], absl::InfiniteFuture(), &word, &got, window).ok());
+    writer.join();
+    EXPECT_EQ(word, 3u);
+    EXPECT_EQ(got, "answer");
+  }
+}
+
+TEST_F(FramePair, ADeadlineInsideTheSpinWindowEndsTheWait) {
+  uint32_t word;
+  std::string payload;
+  const absl::Time now = absl::Now();
+  // Polling until an hour from now must still stop at the deadline.
+  EXPECT_TRUE(absl::IsDeadlineExceeded(ReadStepFrame(fds_[1], now + absl::Milliseconds(20), &word, &payload,
+                                                     SpinWindow{now, now + absl::Hours(1)})));
+  // And a window that starts after the deadline is never reached.
+  EXPECT_TRUE(absl::IsDeadlineExceeded(ReadStepFrame(fds_[1], absl::Now() + absl::Milliseconds(20), &word,
+                                                     &payload, SpinWindow{now + absl::Hours(1), now + absl::Hours(2)})));
+}
+
+// The same calls whether both ends sleep between frames, poll around them (spin_window.h), or
+// poll all the time: Stop must end a connection thread that is polling, too.
+class StepSocketServerSpinTest : public ::testing::TestWithParam<absl::Duration> {};
+
+INSTANTIATE_TEST_SUITE_P(SpinMargins, StepSocketServerSpinTest,
+                         ::testing::Values(absl::ZeroDuration(), absl::Microseconds(300), absl::Seconds(60)));
+
+TEST_P(StepSocketServerSpinTest, AnswersCallsInOrderAndPassesErrorsBackOnALiveConnection) {
   ScopedTempDir dir("step_socket_");
   const std::string path = dir.path() + "/w.sock.step";
-  auto server = StepSocketServer::Start(path, Echo);
+  auto server = StepSocketServer::Start(path, Echo, /*max_connections=*/16, GetParam());
   ASSERT_TRUE(server.ok()) << server.status();
   struct stat st;
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0600u) << "the socket must be its owner's only";
 
-  StepSocketClient client(path);
+  StepSocketClient client(path, GetParam());
   bool sent = false;
   for (int i = 0; i < 3; ++i) {
     absl::StatusOr<std::string> answer = client.Call(StepMethod::kVerify, std::to_string(i), absl::Seconds(10), &sent);

@@ -1,0 +1,62 @@
+// When a step socket reader polls instead of sleeping (step_socket_wire.h, SpinWindow).
+//
+// A thread that sleeps in poll() through a worker's forward wakes slowly when the answer comes:
+// on a virtual machine its virtual CPU has halted, and the host must deliver an interrupt and
+// schedule it again (about 100 us on the 2-core VM of docs/benchmarks.md, against a few us for
+// a thread that is polling). Polling for the whole forward would cost a CPU for nothing, so each
+// side polls only in a short window where the next frame is likely:
+//   - the caller (router) around when its answer is due: the median of the method's last three
+//     round trips, plus or minus the margin;
+//   - the connection thread (worker) just after it answered, while the next request follows
+//     quickly (the gap before the last request was within the margin).
+// A frame that comes outside its window is read exactly as before; only the wake-up is slower.
+#ifndef SPLITSPEC_COMMON_RPC_SPIN_WINDOW_H_
+#define SPLITSPEC_COMMON_RPC_SPIN_WINDOW_H_
+
+#include <array>
+
+#include "absl/time/time.h"
+#include "common/rpc/step_socket_wire.h"
+
+namespace splitspec::rpc {
+
+// The services' --step-spin-us default. On the 2-core VM of docs/benchmarks.md it took a plain
+// step's overhead from ~180-240 to ~145-160 us p50 at one client, for ~200 us more of the
+// router's CPU a step (at most twice the margin a call).
+inline constexpr int kDefaultStepSpinMicros = 300;
+
+// The caller's side: where the answer to a call sent at `sent` is expected.
+class AnswerSpin {
+ public:
+  // `margin` zero: never spins.
+  explicit AnswerSpin(absl::Duration margin) : margin_(margin) {}
+
+  // No window until a round trip was observed.
+  SpinWindow Window(absl::Time sent) const;
+  // A call's round trip (request written to answer read).
+  void Observe(absl::Duration round_trip);
+
+ private:
+  const absl::Duration margin_;
+  std::array<absl::Duration, 3> recent_{};
+  int observed_ = 0;
+};
+
+// The worker's side: whether to poll for the next request right after answering.
+class RequestSpin {
+ public:
+  // `margin` zero: never spins.
+  explicit RequestSpin(absl::Duration margin) : margin_(margin) {}
+
+  SpinWindow Window(absl::Time answered) const;
+  // The time from an answer to the next request's arrival.
+  void Observe(absl::Duration gap) { last_gap_ = gap; }
+
+ private:
+  const absl::Duration margin_;
+  absl::Duration last_gap_ = absl::ZeroDuration();
+};
+
+}  // namespace splitspec::rpc
+
+#endif  // SPLITSPEC_COMMON_RPC_SPIN_WINDOW_H_
