@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -54,6 +55,9 @@ absl::Status WaitReadable(int fd, absl::Time deadline, const SpinWindow& spin) {
       const int ready = poll(&p, 1, 0);
       if (ready > 0) return absl::OkStatus();
       if (ready < 0 && errno != EINTR) return absl::UnavailableError(absl::StrCat("step socket poll: ", std::strerror(errno)));
+      // A thread that wants this CPU (a worker computing, the peer about to send the frame
+      // polled for) runs first; with none waiting the poll goes on at once.
+      sched_yield();
       continue;
     }
     // Sleeps until the answer, the deadline or the start of the spin window, whichever is first.
