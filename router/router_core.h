@@ -290,7 +290,9 @@ class RouterCore {
   };
   PoolCall BuildPoolCall(const std::string& pool, std::vector<size_t> members, const StepPlan& plan) const;
   void ApplyPoolCall(PoolCall& call, StepPlan* plan);
-  // Verifies, with `alongside` (may be empty) running on another thread meanwhile.
+  // Verifies, with `alongside` (may be empty) running meanwhile: on this thread between sending
+  // and reading when the step is one call to a client that overlaps work with it
+  // (VerifierClient::OverlapsWorkWithVerify), on the side thread otherwise.
   std::vector<ReplicaCall> VerifyOnReplicas(StepPlan* plan, const std::function<void()>& alongside);
   // Draft-ahead (router_pipeline.cc).
   bool UseDraftMadeAhead(size_t i, StepPlan* plan);
@@ -329,6 +331,9 @@ class RouterCore {
   ShapeCalibration calibration_;
   OnlineForwardFit target_fit_;  // the target's latency coefficients, refitted online
   SideThread side_thread_;  // runs the draft-ahead and deferred events beside the verify call
+  // The last step's verify ran its side work on the loop thread while in flight: a single
+  // request's tokens then wait for the next call too, which costs no hand-off.
+  bool verify_overlaps_work_ = false;
   // Deferred step tokens (EmitStepTokens): requests not finished when deferred, so alive until
   // delivered (every path that finishes a request emits, and Emit flushes first).
   std::vector<std::pair<Active*, StreamEvent>> deferred_events_;

@@ -61,8 +61,9 @@ bool RouterCore::DecodeStep(StepStats* stats) {
   }
   std::vector<ReplicaCall> calls = VerifyOnReplicas(&plan, alongside);
   StepOutcome outcome = ApplyResults(plan, calls, stats);
-  // Waking the side thread costs about one hand-off: deferring pays from two requests up.
-  if (deferred_events_.size() < 2) FlushEvents();
+  // Waking the side thread costs about one hand-off: deferring pays from two requests up, or
+  // from one where the next verify call carries the work without a hand-off.
+  if (deferred_events_.size() < 2 && !verify_overlaps_work_) FlushEvents();
   if (!ahead.empty()) ApplyDraftAhead(plan, ahead, stats);
   ObserveStep(plan, calls, std::move(outcome), stats);
   return true;
@@ -322,16 +323,30 @@ std::vector<RouterCore::ReplicaCall> RouterCore::VerifyOnReplicas(StepPlan* plan
     items.push_back(std::move(batch));
     calls.push_back(std::move(call));
   }
-  if (alongside) side_thread_.Start(alongside);
-  RunInParallel(calls.size(), [this, &calls, &items](size_t c) {
+  verify_overlaps_work_ = calls.size() == 1 && replicas_.at(calls[0].replica).client->OverlapsWorkWithVerify();
+  const bool on_side_thread = alongside && !verify_overlaps_work_;
+  if (on_side_thread) side_thread_.Start(alongside);
+  // Work run inside the call: what of it outlasted the worker's compute is not the call's.
+  double inline_work_seconds = 0;
+  RunInParallel(calls.size(), [this, &calls, &items, &alongside, &inline_work_seconds](size_t c) {
+    VerifierClient* client = replicas_.at(calls[c].replica).client;
     const double start = clock_->NowSeconds();
-    calls[c].response = replicas_.at(calls[c].replica).client->Verify(items[c]);
+    if (c == 0 && alongside && verify_overlaps_work_) {
+      calls[c].response = client->VerifyWhile(items[c], [&] {
+        const double work_start = clock_->NowSeconds();
+        alongside();
+        inline_work_seconds = clock_->NowSeconds() - work_start;
+      });
+    } else {
+      calls[c].response = client->Verify(items[c]);
+    }
     calls[c].wall_seconds = clock_->NowSeconds() - start;
   });
-  if (alongside) side_thread_.Wait();
-  for (const ReplicaCall& call : calls) {
+  if (on_side_thread) side_thread_.Wait();
+  for (ReplicaCall& call : calls) {
     ++plan->rpcs;
     if (!call.response.ok()) continue;
+    call.wall_seconds -= std::max(0.0, inline_work_seconds - call.response->compute_seconds);
     plan->verify_compute = std::max(plan->verify_compute, call.response->compute_seconds);
     plan->rpc_excess += std::max(0.0, call.wall_seconds - call.response->compute_seconds);
   }

@@ -9,6 +9,7 @@
 #ifndef SPLITSPEC_ROUTER_WORKER_CLIENTS_H_
 #define SPLITSPEC_ROUTER_WORKER_CLIENTS_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -48,6 +49,17 @@ class VerifierClient {
   // as for Prefill.
   virtual absl::StatusOr<spec::VerifyResponse> Verify(
       const std::vector<spec::VerifyItem>& items) = 0;
+  // True when VerifyWhile overlaps its work with the call on the calling thread (the request
+  // is sent first, the answer read after the work); otherwise the router runs such work on a
+  // thread of its own beside Verify.
+  virtual bool OverlapsWorkWithVerify() const { return false; }
+  // Verify, running `work` once on the calling thread while the call is in flight where the
+  // client can (OverlapsWorkWithVerify), before it otherwise.
+  virtual absl::StatusOr<spec::VerifyResponse> VerifyWhile(const std::vector<spec::VerifyItem>& items,
+                                                           const std::function<void()>& work) {
+    work();
+    return Verify(items);
+  }
   virtual absl::Status Release(const std::vector<spec::RequestId>& ids) = 0;
   virtual absl::StatusOr<spec::WorkerInfo> Info() = 0;
   // OK while the worker serves; a draining or unreachable one answers UNAVAILABLE. The gRPC

@@ -41,7 +41,8 @@ void StepSocketClient::CloseLocked() {
 }
 
 absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std::string& request,
-                                                   absl::Duration timeout, bool* sent) {
+                                                   absl::Duration timeout, bool* sent,
+                                                   const std::function<void()>& after_send) {
   if (sent != nullptr) *sent = false;
   if (request.size() > kMaxStepPayloadBytes) {
     return absl::ResourceExhaustedError(
@@ -62,6 +63,7 @@ absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std:
     return s;
   }
   const absl::Time written = absl::Now();
+  if (after_send) after_send();
   AnswerSpin& spin = method == StepMethod::kVerify ? verify_spin_ : propose_spin_;
   uint32_t code = 0;
   std::string payload;

@@ -8,6 +8,7 @@
 #ifndef SPLITSPEC_COMMON_RPC_STEP_SOCKET_CLIENT_H_
 #define SPLITSPEC_COMMON_RPC_STEP_SOCKET_CLIENT_H_
 
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -35,8 +36,11 @@ class StepSocketClient {
   // Errors of the socket itself: UNAVAILABLE when the connection broke after the request was
   // sent, DEADLINE_EXCEEDED after `timeout`; the connection is then closed, so a late answer
   // is never read as the next call's.
+  // `after_send` (when given) runs on the calling thread once the request is written, before
+  // the answer is awaited: the caller's own work overlaps the worker's, with no other thread.
+  // It does not run when the request was not written, and must not call this client.
   absl::StatusOr<std::string> Call(StepMethod method, const std::string& request, absl::Duration timeout,
-                                   bool* sent = nullptr);
+                                   bool* sent = nullptr, const std::function<void()>& after_send = nullptr);
 
   const std::string& path() const { return path_; }
 

@@ -27,12 +27,14 @@ void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) { context
 
 // One call over a step socket: the response message, or nullopt when the request did not reach
 // the socket (the caller then sends it over gRPC).
+// `after_send`: see StepSocketClient::Call.
 template <typename Response, typename Request>
 std::optional<absl::StatusOr<Response>> CallStepSocket(StepSocketClient* step, StepMethod method,
-                                                       const Request& request, absl::Duration timeout) {
+                                                       const Request& request, absl::Duration timeout,
+                                                       const std::function<void()>& after_send = nullptr) {
   if (step == nullptr) return std::nullopt;
   bool sent = false;
-  absl::StatusOr<std::string> bytes = step->Call(method, request.SerializeAsString(), timeout, &sent);
+  absl::StatusOr<std::string> bytes = step->Call(method, request.SerializeAsString(), timeout, &sent, after_send);
   if (!sent) return std::nullopt;
   if (!bytes.ok()) return bytes.status();
   Response response;
@@ -97,10 +99,20 @@ absl::StatusOr<std::vector<spec::PrefillResult>> VerifierClient::Prefill(const s
   return FromProto(response);
 }
 
-absl::StatusOr<spec::VerifyResponse> VerifierClient::Verify(const std::vector<spec::VerifyItem>& items) {
+absl::StatusOr<spec::VerifyResponse> VerifierClient::Verify(const std::vector<spec::VerifyItem>& items,
+                                                            const std::function<void()>& while_waiting) {
   v1::VerifyRequest request;
   ToProto(items, &request);
-  if (auto answer = CallStepSocket<v1::VerifyResponse>(step_.get(), StepMethod::kVerify, request, timeout())) {
+  // Runs the work exactly once, whichever way the call goes.
+  bool ran = false;
+  const std::function<void()> run_once = [&] {
+    if (ran || !while_waiting) return;
+    ran = true;
+    while_waiting();
+  };
+  auto answer = CallStepSocket<v1::VerifyResponse>(step_.get(), StepMethod::kVerify, request, timeout(), run_once);
+  run_once();
+  if (answer) {
     if (!answer->ok()) return answer->status();
     return FromProto(**answer);
   }

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,7 +41,10 @@ class VerifierClient {
   explicit VerifierClient(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout = absl::Seconds(60));
 
   absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(const std::vector<spec::PrefillItem>& items);
-  absl::StatusOr<spec::VerifyResponse> Verify(const std::vector<spec::VerifyItem>& items);
+  // `while_waiting` (when given) runs once on the calling thread: over a step socket after the
+  // request is sent and before the answer is read, over gRPC before the call.
+  absl::StatusOr<spec::VerifyResponse> Verify(const std::vector<spec::VerifyItem>& items,
+                                              const std::function<void()>& while_waiting = nullptr);
   absl::Status Release(const std::vector<spec::RequestId>& ids);
   absl::StatusOr<spec::WorkerInfo> GetInfo();
   // The model directory the verifier loaded (for the router's tokenizer).
@@ -50,6 +54,7 @@ class VerifierClient {
   // Bounds the calls made after it (safe to call while another thread makes calls).
   void set_timeout(absl::Duration timeout) { timeout_us_.store(absl::ToInt64Microseconds(timeout)); }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  bool has_step_socket() const { return step_ != nullptr; }
   // Sends Verify over the worker's step socket at `path` (step_socket_wire.h) from now on, and
   // over gRPC while it cannot be reached. Call before the calls start.
   void UseStepSocket(const std::string& path, absl::Duration spin_margin = absl::ZeroDuration()) {

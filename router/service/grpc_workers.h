@@ -56,6 +56,12 @@ class GrpcVerifier : public VerifierClient {
   absl::StatusOr<spec::VerifyResponse> Verify(const std::vector<spec::VerifyItem>& items) override {
     return client_.Verify(items);
   }
+  // Over a step socket the request is written, the work runs, then the answer is read.
+  bool OverlapsWorkWithVerify() const override { return client_.has_step_socket(); }
+  absl::StatusOr<spec::VerifyResponse> VerifyWhile(const std::vector<spec::VerifyItem>& items,
+                                                   const std::function<void()>& work) override {
+    return client_.Verify(items, work);
+  }
   absl::Status Release(const std::vector<spec::RequestId>& ids) override { return client_.Release(ids); }
   absl::StatusOr<spec::WorkerInfo> Info() override { return client_.GetInfo(); }
   absl::Status Health() override { return client_.Health(); }

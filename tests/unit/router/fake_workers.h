@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -126,6 +127,18 @@ class FakeVerifier : public VerifierClient {
     return resp;
   }
 
+  // overlaps_work: as a step socket client, runs the router's side work inside the call (here
+  // before answering, as the call's answer is read after it), on the calling thread.
+  bool OverlapsWorkWithVerify() const override { return overlaps_work; }
+  absl::StatusOr<spec::VerifyResponse> VerifyWhile(const std::vector<spec::VerifyItem>& items,
+                                                   const std::function<void()>& work) override {
+    if (!overlaps_work) return VerifierClient::VerifyWhile(items, work);
+    ++work_in_calls;
+    work_threads.insert(std::this_thread::get_id());
+    work();
+    return Verify(items);
+  }
+
   absl::Status Release(const std::vector<spec::RequestId>& ids) override {
     if (down) return absl::UnavailableError("fake verifier down");
     for (auto id : ids) {
@@ -167,6 +180,9 @@ class FakeVerifier : public VerifierClient {
   int out_of_range_items = 0;
   int prefill_calls = 0;
   int verify_calls = 0;
+  bool overlaps_work = false;
+  int work_in_calls = 0;
+  std::set<std::thread::id> work_threads;
   std::set<spec::RequestId> saw_draft_ids;  // requests verified with a non-empty draft
 };
 

@@ -18,10 +18,14 @@ struct PipelineRun {
 };
 
 // `accuracy`: the fake drafter's chance to propose (and guess) the target's token.
-PipelineRun RunPipelined(double accuracy, int n_requests, int32_t max_tokens, bool pipeline = true) {
+// `work_inside_verify`: the verifier client runs the draft-ahead inside its call on the loop
+// thread (as over a step socket) instead of the router's side thread running it beside the call.
+PipelineRun RunPipelined(double accuracy, int n_requests, int32_t max_tokens, bool pipeline = true,
+                         bool work_inside_verify = false) {
   RouterOptions options;
   options.pipeline = pipeline;
   Harness h("static:3", options);
+  h.verifier.overlaps_work = work_inside_verify;
   h.drafters[0] = std::make_unique<FakeDrafter>(accuracy, 11);
   // No cross-check of the drafter against the fake verifier's state: with the pipeline the
   // drafter is called while the verifier runs, and holds hypothetical tokens by design.
@@ -42,6 +46,9 @@ PipelineRun RunPipelined(double accuracy, int n_requests, int32_t max_tokens, bo
   }
   EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
   EXPECT_TRUE(h.verifier.protocol_errors.empty()) << h.verifier.protocol_errors[0];
+  if (work_inside_verify && pipeline) {
+    EXPECT_GT(h.verifier.work_in_calls, 0);
+  }
   PipelineRun run;
   run.info = h.core->Snapshot();
   run.drafter_calls = h.drafters[0]->calls;
@@ -53,6 +60,14 @@ TEST(PipelineTest, MixedOutcomesUseSomeDraftsAndDropOthers) {
   const PipelineRun run = RunPipelined(0.8, 6, 40);
   EXPECT_GT(run.info.draft_ahead_used, 0);
   EXPECT_GT(run.info.draft_ahead_dropped, 0);
+}
+
+TEST(PipelineTest, DraftingAheadInsideTheVerifyCallGivesTheSameOutcomes) {
+  const PipelineRun beside = RunPipelined(0.8, 6, 40);
+  const PipelineRun inside = RunPipelined(0.8, 6, 40, /*pipeline=*/true, /*work_inside_verify=*/true);
+  EXPECT_EQ(inside.info.draft_ahead_used, beside.info.draft_ahead_used);
+  EXPECT_EQ(inside.info.draft_ahead_dropped, beside.info.draft_ahead_dropped);
+  EXPECT_EQ(inside.steps, beside.steps);
 }
 
 TEST(PipelineTest, AHypothesisThatAlwaysHoldsLeavesOnlyDraftAheadCalls) {

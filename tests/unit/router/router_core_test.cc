@@ -427,6 +427,41 @@ TEST(RouterCoreTest, DeferredStepTokensArriveWithTheNextVerifyCall) {
   }
 }
 
+// A verifier client that overlaps the router's side work with its call (a step socket: send,
+// work, read) takes the side thread's place: one request's tokens are deferred too, reach the
+// sink inside the next verify call on the loop thread, and none is lost or repeated.
+TEST(RouterCoreTest, ASingleRequestsTokensRideTheNextCallOfAnOverlappingVerifier) {
+  RouterOptions at_once_options, overlap_options;
+  overlap_options.defer_token_events = true;
+  Harness at_once("static:3", at_once_options), overlap("static:3", overlap_options);
+  overlap.verifier.overlaps_work = true;
+  ASSERT_TRUE(at_once.core->Init().ok() && overlap.core->Init().ok());
+  auto a = at_once.Submit(Prompt(9, 10), 40);
+  auto o = overlap.Submit(Prompt(9, 10), 40);
+  ASSERT_TRUE(a.ok() && o.ok());
+  std::vector<int32_t> before;  // what `at_once`'s client held a step earlier
+  for (int step = 0; step < 4; ++step) {
+    at_once.core->RunStep();
+    overlap.core->RunStep();
+    const std::vector<int32_t>& got = overlap.out[*o].tokens;
+    if (step == 0) {
+      EXPECT_EQ(got.size(), 1u);  // the prefill's token is no decode step's
+    } else {
+      EXPECT_EQ(got, before) << "after step " << step;
+    }
+    before = at_once.out[*a].tokens;
+    ASSERT_GT(before.size(), got.size()) << "the tokens of the step just run are still held back";
+  }
+  overlap.RunUntilIdle();
+  at_once.RunUntilIdle();
+  EXPECT_EQ(overlap.out[*o].tokens, ReferenceGeneration(Prompt(9, 10), 40));
+  EXPECT_EQ(overlap.out[*o].tokens, at_once.out[*a].tokens);
+  EXPECT_GT(overlap.verifier.work_in_calls, 0);
+  EXPECT_EQ(overlap.verifier.work_threads, std::set<std::thread::id>{std::this_thread::get_id()})
+      << "the side work runs on the loop thread, inside the call";
+  EXPECT_EQ(at_once.verifier.work_in_calls, 0);
+}
+
 // Greedy correctness: whatever a policy asks for and whatever the drafter guesses, the
 // output is exactly the target's greedy sequence.
 class GreedyCorrectnessTest : public ::testing::TestWithParam<std::string> {};
@@ -439,13 +474,16 @@ TEST_P(GreedyCorrectnessTest, OutputIsTheTargetSequence) {
     config["granularity"] = "request";
   }
   if (name == "sglang-tiers") config = {{"warmup_batches", 2}, {"update_interval", 2}};
-  // With the step's tokens handed over at once, and deferred to the next verify call.
-  for (const bool defer : {false, true}) {
-    SCOPED_TRACE(defer ? "deferred token events" : "token events at once");
+  // With the step's tokens handed over at once, deferred to the next verify call, and deferred
+  // into a verifier client that runs the side work inside its call.
+  for (const int mode : {0, 1, 2}) {
+    const bool defer = mode > 0;
+    SCOPED_TRACE(mode == 0 ? "token events at once" : mode == 1 ? "deferred token events" : "work inside the call");
     RouterOptions opt;
     opt.max_k = 6;
     opt.defer_token_events = defer;
     Harness h(name, opt, config, /*n_drafters=*/2);
+    h.verifier.overlaps_work = mode == 2;
     ASSERT_TRUE(h.core->Init().ok());
     std::vector<std::pair<RequestId, std::vector<int32_t>>> expected;
     for (int i = 0; i < 8; ++i) {
