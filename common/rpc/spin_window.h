@@ -20,9 +20,9 @@
 
 namespace splitspec::rpc {
 
-// The services' --step-spin-us default. On the 2-core VM of docs/benchmarks.md it took a plain
-// step's overhead from ~180-240 to ~145-160 us p50 at one client, for ~200 us more of the
-// router's CPU a step (at most twice the margin a call).
+// The services' --step-spin-us default. On the 2-core VM of docs/benchmarks.md the router's
+// polling took a plain step's overhead from 202-207 to 104-113 us p50 at one client in the same
+// run, for 130-150 us more of its CPU a step (at most twice the margin a call).
 inline constexpr int kDefaultStepSpinMicros = 300;
 
 // The caller's side: where the answer to a call sent at `sent` is expected.
