@@ -148,12 +148,9 @@ int Run(const rpc::Flags& flags) {
   const std::string pipeline = flags.GetString("pipeline", "off");
   const absl::StatusOr<bool> step_sockets_flag = flags.GetOnOff("step-sockets", true);
   if (!step_sockets_flag.ok()) return Fail(step_sockets_flag.status());
-  const absl::StatusOr<int> step_spin_us = flags.GetInt("step-spin-us", rpc::kDefaultStepSpinMicros);
-  if (!step_spin_us.ok()) return Fail(step_spin_us.status());
-  if (*step_spin_us < 0 || *step_spin_us > 100000) {
-    return Fail(absl::InvalidArgumentError("--step-spin-us must be 0 to 100000"));
-  }
-  const absl::Duration step_spin = absl::Microseconds(*step_spin_us);
+  const absl::StatusOr<absl::Duration> step_spin_flag = rpc::ParseStepSpin(flags);
+  if (!step_spin_flag.ok()) return Fail(step_spin_flag.status());
+  const absl::Duration step_spin = *step_spin_flag;
   const std::string latency_residual = flags.GetString("latency-residual", "on");
   std::string tokenizer_path = flags.GetString("tokenizer");
   auto port = flags.GetInt("port", 50050);

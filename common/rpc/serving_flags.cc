@@ -16,6 +16,13 @@ const std::set<std::string>& WorkerServingBooleanFlags() {
   return *names;
 }
 
+absl::StatusOr<absl::Duration> ParseStepSpin(const Flags& flags) {
+  absl::StatusOr<int> spin_us = flags.GetInt("step-spin-us", kDefaultStepSpinMicros);
+  if (!spin_us.ok()) return spin_us.status();
+  if (*spin_us < 0 || *spin_us > 100000) return absl::InvalidArgumentError("--step-spin-us must be 0 to 100000");
+  return absl::Microseconds(*spin_us);
+}
+
 absl::StatusOr<WorkerServing> ParseWorkerServing(const Flags& flags) {
   WorkerServing serving;
   serving.tls.cert = flags.GetString("tls-cert");
@@ -35,10 +42,9 @@ absl::StatusOr<WorkerServing> ParseWorkerServing(const Flags& flags) {
   }
   serving.health_port = *health_port;
   serving.reflection = flags.Has("enable-reflection");
-  absl::StatusOr<int> spin_us = flags.GetInt("step-spin-us", kDefaultStepSpinMicros);
-  if (!spin_us.ok()) return spin_us.status();
-  if (*spin_us < 0 || *spin_us > 100000) return absl::InvalidArgumentError("--step-spin-us must be 0 to 100000");
-  serving.step_spin = absl::Microseconds(*spin_us);
+  absl::StatusOr<absl::Duration> step_spin = ParseStepSpin(flags);
+  if (!step_spin.ok()) return step_spin.status();
+  serving.step_spin = *step_spin;
   return serving;
 }
 

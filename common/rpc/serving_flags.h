@@ -43,6 +43,8 @@ struct WorkerServing {
 
 // The boolean flags among them, for Flags::Parse.
 const std::set<std::string>& WorkerServingBooleanFlags();
+// --step-spin-us (router and workers): INVALID_ARGUMENT outside 0..100000 us.
+absl::StatusOr<absl::Duration> ParseStepSpin(const Flags& flags);
 // INVALID_ARGUMENT for a partial TLS triple, an unreadable or non-PEM file, or a bad port.
 absl::StatusOr<WorkerServing> ParseWorkerServing(const Flags& flags);
 
