@@ -301,7 +301,15 @@ class RouterCore {
   struct AheadCall;
   std::vector<AheadCall> PlanDraftAhead(const StepPlan& plan);
   void DraftAhead(std::vector<AheadCall>* calls);
-  void ApplyDraftAhead(const StepPlan& plan, std::vector<AheadCall>& calls, StepStats* stats);
+  void ApplyDraftAhead(std::vector<AheadCall>& calls, double verify_compute, StepStats* stats);
+  // The drafters' side of a prefill (router_prefill_drafts.cc): while the verifier prefills new
+  // requests, their pools prefill the same history and, with the pipeline, draft the first
+  // decode step for the hypothesis that the target's first token is the drafter's.
+  void ChooseSpeculation(Active& r, int32_t max_k);
+  void NoteRecentChoice(const std::vector<Active*>& ready, const std::vector<size_t>& run,
+                        const std::vector<ProposalChoice>& decided);
+  std::vector<AheadCall> PlanPrefillDrafts(const std::vector<Active*>& requests, int32_t max_k);
+  void ApplyPrefillDrafts(std::vector<AheadCall>& calls, double prefill_seconds, StepStats* stats);
   StepOutcome ApplyResults(const StepPlan& plan, std::vector<ReplicaCall>& calls, StepStats* stats);
   void ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall>& calls, StepOutcome outcome,
                    StepStats* stats);
@@ -370,6 +378,11 @@ class RouterCore {
   // The verifier's context in tokens (0: unknown, no limit). Written by Init before it sets
   // initialized_ (under mu_), read-only afterwards.
   int32_t max_context_ = 0;
+  // The deepest proposal the policy chose for a speculative request in the last step that had
+  // one (-1: none yet, 0: plain decoding), and whether it was a tree: what a new request's pool
+  // drafts during its prefill (router_prefill_drafts.cc).
+  int32_t recent_k_ = -1;
+  bool recent_tree_ = false;
   std::vector<std::unique_ptr<Active>> running_;
   int64_t steps_ = 0;
   int64_t completed_ = 0;

@@ -24,6 +24,7 @@ struct RouterCore::Active {
   bool started = false;               // its first token was produced (a prefill succeeded)
   double displaced_since = -1;        // clock time it lost its replica (-1: it has one)
   bool speculative = false;           // false: never drafted (prefill disabling / no pools)
+  bool speculation_chosen = false;    // `speculative` and `pool` were decided (ChooseSpeculation)
   bool finished = false;
   std::string pool;                   // drafter pool in use
   // Per pool with a (possible) drafter session: committed tokens it has seen. 0 forces a
@@ -67,7 +68,7 @@ struct RouterCore::StepPlan {
 // for and their hypotheses, and the answer.
 struct RouterCore::AheadCall {
   std::string pool;
-  std::vector<size_t> members;                // indices into StepPlan::batch
+  std::vector<Active*> members;
   std::vector<int32_t> history_before;        // each member's history length before the step
   std::vector<std::vector<int32_t>> assumed;  // what the step must emit for the draft to hold
   std::vector<spec::ProposeItem> items;

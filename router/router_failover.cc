@@ -161,6 +161,14 @@ void RouterCore::PlaceDisplaced(std::vector<Active*>* to_prefill) {
 }
 
 void RouterCore::PrefillOnReplicas(const std::vector<Active*>& requests, StepStats* stats) {
+  int32_t max_k, vocab;
+  {
+    MutexLock lock(&mu_);
+    max_k = max_k_;
+    vocab = vocab_size_;
+  }
+  for (Active* r : requests) ChooseSpeculation(*r, max_k);
+  std::vector<AheadCall> drafts = PlanPrefillDrafts(requests, max_k);
   std::map<int, std::vector<Active*>> by_replica;
   for (Active* r : requests) by_replica[r->replica].push_back(r);
   struct Call {
@@ -185,18 +193,17 @@ void RouterCore::PrefillOnReplicas(const std::vector<Active*>& requests, StepSta
     calls.push_back(std::move(call));
   }
   const double t0 = clock_->NowSeconds();
-  RunInParallel(calls.size(), [this, &calls](size_t i) {
+  // The pools' prefills run beside the verifier's (router_prefill_drafts.cc).
+  RunInParallel(calls.size() + (drafts.empty() ? 0 : 1), [this, &calls, &drafts](size_t i) {
+    if (i == calls.size()) {
+      DraftAhead(&drafts);
+      return;
+    }
     calls[i].results = replicas_.at(calls[i].replica).client->Prefill(calls[i].items);
   });
   stats->prefill_seconds = clock_->NowSeconds() - t0;
   stats->prefills = static_cast<int32_t>(requests.size());
 
-  int32_t max_k, vocab;
-  {
-    MutexLock lock(&mu_);
-    max_k = max_k_;
-    vocab = vocab_size_;
-  }
   for (Call& call : calls) {
     if (!call.results.ok()) {
       // Not the requests' fault: they wait for another replica (PlaceDisplaced, next step).
@@ -223,22 +230,14 @@ void RouterCore::PrefillOnReplicas(const std::vector<Active*>& requests, StepSta
       } else {
         r->displaced_since = -1;
         ++r->usage.steps;
-        if (!r->started) {
-          r->started = true;
-          if (!pool_names_.empty()) {
-            r->speculative = policy_->SpeculateNewRequest();
-            r->pool = !r->request.drafter.empty()
-                          ? r->request.drafter
-                          : ChoosePoolForNewRequest(pool_names_, r->prompt_len, max_k, tracker_,
-                                                    latency_, options_.pool_selection);
-          }
-        }
+        r->started = true;
         const int32_t token = p->next_token;
         AppendTokens(*r, absl::MakeConstSpan(&token, 1), &e);
       }
       Emit(*r, e);
     }
   }
+  if (!drafts.empty()) ApplyPrefillDrafts(drafts, stats->prefill_seconds, stats);
 }
 
 }  // namespace splitspec::router

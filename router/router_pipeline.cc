@@ -3,8 +3,8 @@
 // A chain of k is drafted one token deeper than it is verified: the extra token is the
 // drafter's guess of the token the target emits after a fully accepted chain. While Verify
 // runs, each pool gets a second Propose for those requests, as if the step had emitted the
-// chain and the guess: the drafter appends them to its session (they are sent as new tokens
-// after the committed history) and drafts the step after. When Verify returns:
+// chain and the guess: the drafter appends them to its session (sent as new tokens after any
+// committed ones it has not seen yet) and drafts the step after. When Verify returns:
 //  - hypothesis held (the step emitted exactly chain + guess): the draft is kept for the next
 //    step, which sends no Propose for the request; the drafter's session already equals the
 //    committed history, so `known` moves to the new length;
@@ -23,6 +23,7 @@
 #include <cmath>
 #include <map>
 
+#include "router/draft_paths.h"
 #include "router/parallel_calls.h"
 #include "router/router_core.h"
 #include "router/router_core_internal.h"
@@ -48,9 +49,7 @@ void RouterCore::KeepGuess(size_t i, StepPlan* plan) {
   const size_t k = static_cast<size_t>(plan->k[i]);
   plan->guess[i] = -1;
   if (d.tokens.size() <= k) return;
-  for (size_t j = 0; j < d.parents.size(); ++j) {
-    if (d.parents[j] != static_cast<int32_t>(j) - 1) return;  // not a chain: no guess
-  }
+  if (!IsChain(d)) return;  // a tree: no guess
   plan->guess[i] = d.tokens[k];
   const size_t vocab = d.probs.size() / d.tokens.size();
   d.tokens.resize(k);
@@ -74,8 +73,15 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     const spec::DraftProposal& d = plan.drafts[i];
     const int32_t k = plan.k[i];
     if (plan.guess[i] < 0 || static_cast<int32_t>(d.tokens.size()) != k || k <= 0) continue;
+    // The drafter's session may lag the committed history by a few tokens (a draft made during
+    // the prefill, or one whose hypothesis held, leaves the last emitted token to send): they go
+    // first. A session to resend whole is left to the next step's own Propose.
     auto known = r->known.find(r->pool);
-    if (known == r->known.end() || known->second != static_cast<int32_t>(r->history.size())) continue;
+    const int32_t history_size = static_cast<int32_t>(r->history.size());
+    if (known == r->known.end() || known->second <= 0 || known->second > history_size ||
+        history_size - known->second > plan.max_k + 1) {
+      continue;
+    }
     std::vector<int32_t> assumed = d.tokens;
     assumed.push_back(plan.guess[i]);
     // Only when the request would still be drafting after the hypothetical tokens.
@@ -98,11 +104,12 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     spec::ProposeItem item;
     item.id = r->id;
     item.known_length = known->second;
-    item.new_tokens = assumed;
+    item.new_tokens.assign(r->history.begin() + known->second, r->history.end());
+    item.new_tokens.insert(item.new_tokens.end(), assumed.begin(), assumed.end());
     item.shape.depth = depth;
     item.sampling = r->request.sampling;
     call.items.push_back(std::move(item));
-    call.members.push_back(i);
+    call.members.push_back(plan.batch[i]);
     call.history_before.push_back(static_cast<int32_t>(r->history.size()));
     call.assumed.push_back(std::move(assumed));
   }
@@ -132,18 +139,18 @@ void RouterCore::DraftAhead(std::vector<AheadCall>* calls) {
   });
 }
 
-void RouterCore::ApplyDraftAhead(const StepPlan& plan, std::vector<AheadCall>& calls, StepStats* stats) {
+void RouterCore::ApplyDraftAhead(std::vector<AheadCall>& calls, double verify_compute, StepStats* stats) {
   for (AheadCall& call : calls) {
     std::map<RequestId, spec::ProposeResult*> by_id;
     if (call.response.ok()) {
       stats->draft_ahead_seconds += call.response->compute_seconds;
       // Pools draft ahead in parallel with each other and with the verifier: what a pool
       // computed within the verifier's compute time was hidden behind it.
-      stats->hidden_draft_seconds += std::min(call.response->compute_seconds, plan.verify_compute);
+      stats->hidden_draft_seconds += std::min(call.response->compute_seconds, verify_compute);
       for (spec::ProposeResult& res : call.response->results) by_id[res.id] = &res;
     }
     for (size_t m = 0; m < call.members.size(); ++m) {
-      Active* r = plan.batch[call.members[m]];
+      Active* r = call.members[m];
       ++stats->draft_ahead_issued;
       auto it = by_id.find(r->id);
       if (it == by_id.end() || !it->second->status.ok()) {

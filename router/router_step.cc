@@ -64,7 +64,7 @@ bool RouterCore::DecodeStep(StepStats* stats) {
   // Waking the side thread costs about one hand-off: deferring pays from two requests up, or
   // from one where the next verify call carries the work without a hand-off.
   if (deferred_events_.size() < 2 && !verify_overlaps_work_) FlushEvents();
-  if (!ahead.empty()) ApplyDraftAhead(plan, ahead, stats);
+  if (!ahead.empty()) ApplyDraftAhead(ahead, plan.verify_compute, stats);
   ObserveStep(plan, calls, std::move(outcome), stats);
   return true;
 }
@@ -148,6 +148,7 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
     if (decided[i].depth >= 0 || input.requests[i].must_run) run.push_back(i);
   }
   if (run.empty()) run.push_back(0);
+  NoteRecentChoice(ready, run, decided);
   for (size_t j = 0, i = 0; i < n; ++i) {
     if (j < run.size() && run[j] == i) {
       ++j;
@@ -182,6 +183,22 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
     stats->estimated_goodput = GoodputModel(latency_, std::move(items), plan->max_k).Goodput(plan->k);
   }
   plan->drafts.resize(plan->batch.size());
+}
+
+void RouterCore::NoteRecentChoice(const std::vector<Active*>& ready, const std::vector<size_t>& run,
+                                  const std::vector<ProposalChoice>& decided) {
+  int32_t deepest = -1;
+  bool tree = false;
+  for (size_t i : run) {
+    if (!ready[i]->speculative) continue;
+    if (decided[i].depth > deepest) {
+      deepest = decided[i].depth;
+      tree = decided[i].tree();
+    }
+  }
+  if (deepest < 0) return;  // nobody speculative ran: nothing learnt
+  recent_k_ = deepest;
+  recent_tree_ = tree;
 }
 
 void RouterCore::Draft(StepPlan* plan, StepStats* stats) {

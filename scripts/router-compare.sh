@@ -11,6 +11,7 @@
 #       [--workload mix] [--levels 1:30,4:10,16:3] [--passes 2] [--drain 90] [--max-tokens 64]
 #       [--latency-model configs/latency/cpu-2core-epyc-f32-pair.json] [--no-pin] [--unix] [--out DIR]
 #       [--router-flags "--max-k 32 ..."] [--worker-flags "--step-spin-us 0 ..."]
+#       [--drafter-flags "--quantize int8 ..."]
 #
 # --levels RATE:SECONDS,...: Poisson arrivals at RATE req/s for SECONDS each, so every cell
 # gets about RATE * SECONDS requests; a level cN:SECONDS is closed-loop instead: N clients, each
@@ -31,11 +32,13 @@
 # host skips the TCP stack; the load generator talks to the router over its socket too), and the
 # routers send Verify and Propose over the workers' step sockets (unless `+grpc`).
 # --router-flags are added to every router (e.g. --max-k 32 for trees of 32 nodes), --worker-flags
-# to the verifier and the drafter. `none` gets no drafter (plain decoding; see docs/benchmarks.md). Placement as
-# scripts/bench-sweep.sh: verifier on CPU 1, drafter on CPU 0, one engine thread each; router
-# and load generator unpinned. Workers run no metrics servers (--metrics-port -1), so it runs
-# beside other services; each router's metrics server takes a free loopback port, and its
-# /server_info at the end of the cell is kept. Output: OUT/pass<N>/<policy>-<rate>.{json,csv,
+# to the verifier and the drafter, --drafter-flags to the drafter only (e.g. --draft models/target
+# --drafter-flags "--quantize int8": the target's own weights in 8 bits as the draft). `none`
+# gets no drafter (plain decoding; see docs/benchmarks.md). Placement as scripts/bench-sweep.sh:
+# verifier on CPU 1, drafter on CPU 0, one engine thread each; router and load generator unpinned.
+# Workers run no metrics servers (--metrics-port -1), so it runs beside other services; each
+# router's metrics server takes a free loopback port, and its /server_info at the end of the cell
+# is kept. Output: OUT/pass<N>/<policy>-<rate>.{json,csv,
 # server_info.json,router_cpu (its CPU seconds)}, OUT/logs/, OUT/compare.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +58,7 @@ unix=0
 out=""
 router_extra=""
 worker_extra=""
+drafter_extra=""
 while (($#)); do
   case "$1" in
     --build-dir) build="$2"; shift ;;
@@ -72,7 +76,8 @@ while (($#)); do
     --out) out="$2"; shift ;;
     --router-flags) router_extra="$2"; shift ;;
     --worker-flags) worker_extra="$2"; shift ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    --drafter-flags) drafter_extra="$2"; shift ;;
+    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -118,7 +123,7 @@ pids+=("$started_pid")
 verifier_addr="$started_addr"
 # shellcheck disable=SC2046,SC2086
 start drafter "${drafter_pin[@]}" "$bin/splitspec-drafter" --model "$draft" $(listen_flags drafter) \
-  --threads "$threads" --metrics-port -1 $worker_extra
+  --threads "$threads" --metrics-port -1 $worker_extra $drafter_extra
 pids+=("$started_pid")
 drafter_addr="$started_addr"
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -47,6 +48,7 @@ class FakeVerifier : public VerifierClient {
  public:
   absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(
       const std::vector<spec::PrefillItem>& items) override {
+    std::lock_guard<std::mutex> lock(mu);
     ++prefill_calls;
     if (fail_prefill || down) return absl::UnavailableError("fake prefill failure");
     std::vector<spec::PrefillResult> out;
@@ -71,6 +73,7 @@ class FakeVerifier : public VerifierClient {
   }
 
   absl::StatusOr<spec::VerifyResponse> Verify(const std::vector<spec::VerifyItem>& items) override {
+    std::lock_guard<std::mutex> lock(mu);
     ++verify_calls;
     batch_sizes.push_back(static_cast<int32_t>(items.size()));
     if (fail_verify || down) return absl::UnavailableError("fake verify failure");
@@ -140,6 +143,7 @@ class FakeVerifier : public VerifierClient {
   }
 
   absl::Status Release(const std::vector<spec::RequestId>& ids) override {
+    std::lock_guard<std::mutex> lock(mu);
     if (down) return absl::UnavailableError("fake verifier down");
     for (auto id : ids) {
       released.insert(id);
@@ -166,6 +170,9 @@ class FakeVerifier : public VerifierClient {
     std::vector<int32_t> kv;
     int32_t pending = 0;
   };
+  // Guards `sessions` and the counters against a drafter's cross-check, which a prefill's
+  // Propose makes while the verifier's prefill runs on another thread.
+  mutable std::mutex mu;
   std::map<spec::RequestId, Session> sessions;
   std::set<spec::RequestId> released;
   std::vector<int32_t> batch_sizes;
@@ -204,6 +211,7 @@ class FakeDrafter : public DrafterClient {
     spec::ProposeResponse resp;
     for (const auto& item : items) {
       proposed_ids.insert(item.id);
+      sent[item.id].push_back({static_cast<int32_t>(item.new_tokens.size()), item.shape.depth});
       if (refuse_ids.count(item.id)) {
         spec::ProposeResult refused;
         refused.id = item.id;
@@ -223,12 +231,17 @@ class FakeDrafter : public DrafterClient {
       seen.insert(seen.end(), item.new_tokens.begin(), item.new_tokens.end());
       if (item.new_tokens.empty()) protocol_errors.push_back("propose without the pending token");
       if (verifier != nullptr) {  // the drafter must see exactly the verifier's committed state
+        std::lock_guard<std::mutex> lock(verifier->mu);
         auto v = verifier->sessions.find(item.id);
-        if (v != verifier->sessions.end()) {
+        // A prefill's Propose runs beside the verifier's prefill: the prompt, without the token
+        // the prefill emits.
+        const bool prefill = item.known_length == 0 && (v == verifier->sessions.end() || v->second.kv == seen);
+        if (v != verifier->sessions.end() && !prefill) {
           std::vector<int32_t> expect = v->second.kv;
           expect.push_back(v->second.pending);
           if (expect != seen) protocol_errors.push_back(absl::StrCat("drafter desync on ", item.id));
         }
+        if (prefill) ++prefill_proposes;
       }
       spec::ProposeResult res;
       res.id = item.id;
@@ -282,6 +295,12 @@ class FakeDrafter : public DrafterClient {
   std::map<spec::RequestId, std::function<void(spec::DraftProposal&)>> spoil_drafts;
   int calls = 0;
   int64_t tokens_proposed = 0;
+  int prefill_proposes = 0;  // Proposes made beside the verifier's prefill (cross-checked only)
+  struct Sent {
+    int32_t new_tokens = 0;
+    int32_t depth = 0;
+  };
+  std::map<spec::RequestId, std::vector<Sent>> sent;  // per request, each Propose item in order
 
  private:
   double accuracy_;
