@@ -300,6 +300,8 @@ class RouterCore {
   void KeepGuess(size_t i, StepPlan* plan);
   struct AheadCall;
   std::vector<AheadCall> PlanDraftAhead(const StepPlan& plan);
+  // The calls of a draft-ahead (or a prefill's drafts), one per pool, each with its timeout.
+  std::vector<AheadCall> TimedAheadCalls(std::map<std::string, AheadCall> by_pool) const;
   void DraftAhead(std::vector<AheadCall>* calls);
   void ApplyDraftAhead(std::vector<AheadCall>& calls, double verify_compute, StepStats* stats);
   // The drafters' side of a prefill (router_prefill_drafts.cc): while the verifier prefills new

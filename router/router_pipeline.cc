@@ -113,15 +113,20 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     call.history_before.push_back(static_cast<int32_t>(r->history.size()));
     call.assumed.push_back(std::move(assumed));
   }
+  return TimedAheadCalls(std::move(by_pool));
+}
+
+std::vector<RouterCore::AheadCall> RouterCore::TimedAheadCalls(std::map<std::string, AheadCall> by_pool) const {
   std::vector<AheadCall> calls;
   for (auto& [pool, call] : by_pool) {
     std::vector<int32_t> ctx, depth;
     double tokens = 0;
     for (const spec::ProposeItem& item : call.items) {
-      ctx.push_back(item.known_length);
+      ctx.push_back(item.known_length + static_cast<int32_t>(item.new_tokens.size()));
       depth.push_back(item.shape.depth);
       tokens += static_cast<double>(item.new_tokens.size());
     }
+    // Feeding the new tokens costs the drafter at most what it costs the target.
     call.timeout = CallTimeout(latency_.DraftSeconds(pool, ctx, depth) + latency_.TargetSeconds(0, tokens) +
                                    latency_.RpcSeconds(),
                                1.0);

@@ -64,22 +64,7 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanPrefillDrafts(const std::vect
     call.history_before.push_back(length);
     call.assumed.emplace_back();
   }
-  std::vector<AheadCall> calls;
-  for (auto& [pool, call] : by_pool) {
-    std::vector<int32_t> ctx, depth;
-    double tokens = 0;
-    for (const spec::ProposeItem& item : call.items) {
-      ctx.push_back(static_cast<int32_t>(item.new_tokens.size()));
-      depth.push_back(item.shape.depth);
-      tokens += static_cast<double>(item.new_tokens.size());
-    }
-    // Feeding a history costs the drafter at most what it costs the target.
-    call.timeout = CallTimeout(latency_.DraftSeconds(pool, ctx, depth) + latency_.TargetSeconds(0, tokens) +
-                                   latency_.RpcSeconds(),
-                               1.0);
-    calls.push_back(std::move(call));
-  }
-  return calls;
+  return TimedAheadCalls(std::move(by_pool));
 }
 
 namespace {

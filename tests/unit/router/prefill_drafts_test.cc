@@ -51,15 +51,20 @@ TEST(PrefillDraftTest, ThePoolPrefillsANewRequestBesideTheVerifier) {
   EXPECT_EQ(h.drafters[0]->prefill_proposes, 1);
 }
 
-TEST(PrefillDraftTest, WithThePipelineARightGuessDraftsTheFirstDecodeStep) {
+// static:3 with the pipeline and a fake drafter of this accuracy. It is not cross-checked
+// against the verifier (drafts made ahead hold hypothetical tokens by design); a known length
+// past what it holds would still show as a protocol error.
+void UsePipelinedDrafter(Harness& h, double accuracy) {
   RouterOptions options;
   options.pipeline = true;
-  Harness h("static:3", options);
-  // Not cross-checked against the verifier: with the pipeline the drafter holds hypothetical
-  // tokens by design.
-  h.drafters[0] = std::make_unique<FakeDrafter>(1.0, 11);
+  h.drafters[0] = std::make_unique<FakeDrafter>(accuracy, 11);
   h.Build("static:3", options, nlohmann::json::object());
   ASSERT_TRUE(h.core->Init().ok());
+}
+
+TEST(PrefillDraftTest, WithThePipelineARightGuessDraftsTheFirstDecodeStep) {
+  Harness h("static:3");
+  UsePipelinedDrafter(h, 1.0);
   // The same prompt twice: the same steps, so the two runs differ only in the prefill's draft.
   auto first = h.Submit(Prompt(5, 9), 40);
   ASSERT_TRUE(first.ok());
@@ -88,14 +93,8 @@ TEST(PrefillDraftTest, WithThePipelineARightGuessDraftsTheFirstDecodeStep) {
 }
 
 TEST(PrefillDraftTest, WithThePipelineAWrongGuessIsDroppedAndTheDrafterCatchesUp) {
-  RouterOptions options;
-  options.pipeline = true;
-  Harness h("static:3", options);
-  // Not cross-checked (the pipeline's drafts ahead hold hypothetical tokens), but a known
-  // length past what the drafter holds would still show as a protocol error.
-  h.drafters[0] = std::make_unique<FakeDrafter>(0.0, 11);
-  h.Build("static:3", options, nlohmann::json::object());
-  ASSERT_TRUE(h.core->Init().ok());
+  Harness h("static:3");
+  UsePipelinedDrafter(h, 0.0);
   const std::vector<RequestId> ids = RunOneAfterAnother(h, {6, 7}, 20);
   const ServerInfo info = h.core->Snapshot();
   EXPECT_EQ(info.draft_ahead_used, 0);
