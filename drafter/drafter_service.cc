@@ -36,6 +36,14 @@ grpc::Status DrafterService::Reply(const absl::Status& status) {
 
 grpc::Status DrafterService::Propose(grpc::ServerContext*, const v1::ProposeRequest* request,
                                      v1::ProposeResponse* response) {
+  std::function<void()> record;
+  const grpc::Status status = ProposeThenRecord(request, response, &record);
+  if (record) record();
+  return status;
+}
+
+grpc::Status DrafterService::ProposeThenRecord(const v1::ProposeRequest* request, v1::ProposeResponse* response,
+                                               std::function<void()>* record) {
   const std::vector<spec::ProposeItem> items = rpc::FromProto(*request);
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<spec::ProposeResponse> result = core_->Propose(items);
@@ -43,30 +51,32 @@ grpc::Status DrafterService::Propose(grpc::ServerContext*, const v1::ProposeRequ
     UpdateGauges();  // a failed call can still have synced sessions before the proposer ran
     return Reply(result.status());
   }
-  if (metrics_ != nullptr) {
-    // Refused items count with the call errors (same metric, by code).
-    for (const spec::ProposeResult& r : result->results) {
-      if (!r.status.ok()) metrics_->RecordRpcError(r.status.code());
-    }
-  }
-  if (metrics_ != nullptr) {
-    // The proposer runs its catch-up and max(k) draft forwards inside one call, so the drafter
-    // observes the call: tokens = catch-up tokens fed plus draft tokens produced.
-    int64_t tokens = 0;
-    for (const spec::ProposeItem& item : items) tokens += static_cast<int64_t>(item.new_tokens.size());
-    for (const spec::ProposeResult& r : result->results) tokens += static_cast<int64_t>(r.draft.tokens.size());
-    metrics_->RecordForward(metrics::ForwardKind::kDraftStep, result->compute_seconds,
-                            static_cast<int64_t>(items.size()), tokens);
-    UpdateGauges();
-  }
   rpc::ToProto(*result, response);
+  if (metrics_ == nullptr) return grpc::Status::OK;
+  // Refused items count with the call errors (same metric, by code). The proposer runs its
+  // catch-up and max(k) draft forwards inside one call, so the drafter observes the call:
+  // tokens = catch-up tokens fed plus draft tokens produced.
+  metrics::ForwardRecord forward{metrics::ForwardKind::kDraftStep, result->compute_seconds,
+                                 static_cast<int64_t>(items.size()), 0, {}};
+  for (const spec::ProposeItem& item : items) forward.tokens += static_cast<int64_t>(item.new_tokens.size());
+  for (const spec::ProposeResult& r : result->results) {
+    forward.tokens += static_cast<int64_t>(r.draft.tokens.size());
+    if (!r.status.ok()) forward.item_errors.push_back(r.status.code());
+  }
+  *record = [this, forward = std::move(forward)] {
+    metrics_->Record(forward);
+    std::lock_guard<std::mutex> lock(mu_);
+    UpdateGauges();
+  };
   return grpc::Status::OK;
 }
 
 rpc::StepHandler DrafterService::StepHandler() {
   return rpc::UnaryStepHandler<v1::ProposeRequest, v1::ProposeResponse>(
-      rpc::StepMethod::kPropose, [this](grpc::ServerContext* context, const v1::ProposeRequest* request,
-                                        v1::ProposeResponse* response) { return Propose(context, request, response); });
+      rpc::StepMethod::kPropose,
+      [this](const v1::ProposeRequest* request, v1::ProposeResponse* response, std::function<void()>* after_sent) {
+        return ProposeThenRecord(request, response, after_sent);
+      });
 }
 
 grpc::Status DrafterService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,

@@ -7,6 +7,7 @@
 #ifndef SPLITSPEC_DRAFTER_DRAFTER_SERVICE_H_
 #define SPLITSPEC_DRAFTER_DRAFTER_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -31,10 +32,14 @@ class DrafterService final : public v1::Drafter::Service {
   grpc::Status GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
                        v1::WorkerInfo* response) override;
   // Propose for the step socket (common/rpc/step_socket_server.h): the same method, another
-  // transport.
+  // transport, its metrics recorded after the answer is sent.
   rpc::StepHandler StepHandler();
 
  private:
+  // Propose's answer; what it leaves in `*record` (metrics and gauges, taking mu_ itself) is
+  // run by the caller after answering, or not at all.
+  grpc::Status ProposeThenRecord(const v1::ProposeRequest* request, v1::ProposeResponse* response,
+                                 std::function<void()>* record);
   // Gauges from the core's Info; mu_ held.
   void UpdateGauges();
   // Counts a non-OK status by code and converts it.

@@ -66,27 +66,42 @@ grpc::Status VerifierService::Prefill(grpc::ServerContext*, const v1::PrefillReq
 
 grpc::Status VerifierService::Verify(grpc::ServerContext*, const v1::VerifyRequest* request,
                                      v1::VerifyResponse* response) {
+  std::function<void()> record;
+  const grpc::Status status = VerifyThenRecord(request, response, &record);
+  if (record) record();
+  return status;
+}
+
+grpc::Status VerifierService::VerifyThenRecord(const v1::VerifyRequest* request, v1::VerifyResponse* response,
+                                               std::function<void()>* record) {
   const std::vector<spec::VerifyItem> items = rpc::FromProto(*request);
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<spec::VerifyResponse> result = core_->Verify(items);
   if (!result.ok()) return Reply(result.status());
-  for (const spec::VerifyResult& item : result->results) CountItemError(item.status);
-  if (metrics_ != nullptr) {
-    // Each item feeds its pending token plus its draft nodes.
-    int64_t tokens = 0;
-    for (const spec::VerifyItem& item : items) tokens += 1 + static_cast<int64_t>(item.draft.tokens.size());
-    metrics_->RecordForward(metrics::ForwardKind::kVerify, result->compute_seconds,
-                            static_cast<int64_t>(items.size()), tokens);
-    UpdateGauges();
-  }
   rpc::ToProto(*result, response);
+  if (metrics_ == nullptr) return grpc::Status::OK;
+  // Each item feeds its pending token plus its draft nodes; a refused item counts with the
+  // call errors (same metric, by code).
+  metrics::ForwardRecord forward{metrics::ForwardKind::kVerify, result->compute_seconds,
+                                 static_cast<int64_t>(items.size()), 0, {}};
+  for (const spec::VerifyItem& item : items) forward.tokens += 1 + static_cast<int64_t>(item.draft.tokens.size());
+  for (const spec::VerifyResult& item : result->results) {
+    if (!item.status.ok()) forward.item_errors.push_back(item.status.code());
+  }
+  *record = [this, forward = std::move(forward)] {
+    metrics_->Record(forward);
+    std::lock_guard<std::mutex> lock(mu_);
+    UpdateGauges();
+  };
   return grpc::Status::OK;
 }
 
 rpc::StepHandler VerifierService::StepHandler() {
   return rpc::UnaryStepHandler<v1::VerifyRequest, v1::VerifyResponse>(
-      rpc::StepMethod::kVerify, [this](grpc::ServerContext* context, const v1::VerifyRequest* request,
-                                       v1::VerifyResponse* response) { return Verify(context, request, response); });
+      rpc::StepMethod::kVerify,
+      [this](const v1::VerifyRequest* request, v1::VerifyResponse* response, std::function<void()>* after_sent) {
+        return VerifyThenRecord(request, response, after_sent);
+      });
 }
 
 grpc::Status VerifierService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,

@@ -8,6 +8,7 @@
 #ifndef SPLITSPEC_VERIFIER_VERIFIER_SERVICE_H_
 #define SPLITSPEC_VERIFIER_VERIFIER_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -37,10 +38,14 @@ class VerifierService final : public v1::Verifier::Service {
   grpc::Status GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
                        v1::WorkerInfo* response) override;
   // Verify for the step socket (common/rpc/step_socket_server.h): the same method, another
-  // transport.
+  // transport, its metrics recorded after the answer is sent.
   rpc::StepHandler StepHandler();
 
  private:
+  // Verify's answer; what it leaves in `*record` (metrics and gauges, taking mu_ itself) is run
+  // by the caller after answering, or not at all.
+  grpc::Status VerifyThenRecord(const v1::VerifyRequest* request, v1::VerifyResponse* response,
+                                std::function<void()>* record);
   // Gauges from the core's Info; mu_ held.
   void UpdateGauges();
   // Counts a non-OK status by code and converts it.

@@ -129,7 +129,8 @@ struct Sample {
   ServerWork work(work_bytes);
   if (config.transport == Transport::kStepSocket) {
     auto server = splitspec::rpc::StepSocketServer::Start(
-        address, [&work](splitspec::rpc::StepMethod, const std::string&) -> absl::StatusOr<std::string> {
+        address, [&work](splitspec::rpc::StepMethod, const std::string&,
+                         std::function<void()>*) -> absl::StatusOr<std::string> {
           return work.Run();
         },
         /*max_connections=*/16, config.spin_margin);

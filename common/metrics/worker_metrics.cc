@@ -86,6 +86,11 @@ void WorkerMetrics::RecordForward(ForwardKind kind, double seconds, int64_t batc
   forward_[k].tokens->Observe(static_cast<double>(n_tokens));
 }
 
+void WorkerMetrics::Record(const ForwardRecord& forward) {
+  for (absl::StatusCode code : forward.item_errors) RecordRpcError(code);
+  RecordForward(forward.kind, forward.seconds, forward.batch_size, forward.tokens);
+}
+
 void WorkerMetrics::SetKvBlocks(int64_t used, int64_t free) {
   kv_used_->Set(static_cast<double>(used));
   kv_free_->Set(static_cast<double>(free));

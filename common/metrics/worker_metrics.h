@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -33,6 +34,16 @@ enum class ForwardKind { kPrefill = 0, kDraftStep, kVerify };
 inline constexpr int kNumForwardKinds = 3;
 const char* ForwardKindLabel(ForwardKind kind);  // "prefill" | "draft_step" | "verify"
 
+// One forward call's observations, gathered while the call runs and recorded (Record) after
+// its answer has gone out.
+struct ForwardRecord {
+  ForwardKind kind = ForwardKind::kVerify;
+  double seconds = 0;
+  int64_t batch_size = 0;
+  int64_t tokens = 0;
+  std::vector<absl::StatusCode> item_errors;  // per-item refusals, counted with the call errors
+};
+
 class WorkerMetrics {
  public:
   static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Create(MetricsRegistry& registry,
@@ -45,6 +56,8 @@ class WorkerMetrics {
   // An RPC answered with a non-OK status (OK is ignored; codes outside absl's range count as
   // UNKNOWN).
   void RecordRpcError(absl::StatusCode code);
+  // RecordForward and RecordRpcError for each item error.
+  void Record(const ForwardRecord& forward);
 
  private:
   WorkerMetrics() = default;

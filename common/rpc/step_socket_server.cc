@@ -126,12 +126,14 @@ void StepSocketServer::Serve(int fd) {
   // descriptor down.
   while (ReadStepFrame(fd, absl::InfiniteFuture(), &word, &request, window).ok()) {
     if (answered != absl::InfinitePast()) spin.Observe(absl::Now() - answered);
-    const absl::StatusOr<std::string> answer = handler_(static_cast<StepMethod>(word), request);
+    std::function<void()> after_sent;
+    const absl::StatusOr<std::string> answer = handler_(static_cast<StepMethod>(word), request, &after_sent);
     const absl::Status sent =
         answer.ok() ? WriteStepFrame(fd, static_cast<uint32_t>(absl::StatusCode::kOk), *answer)
                     : WriteStepFrame(fd, static_cast<uint32_t>(answer.status().code()), answer.status().message());
-    if (!sent.ok()) break;
     answered = absl::Now();
+    if (after_sent) after_sent();
+    if (!sent.ok()) break;
     window = spin.Window(answered);
   }
   std::lock_guard<std::mutex> lock(mu_);

@@ -27,7 +27,10 @@ namespace splitspec::rpc {
 
 // Serialised request in, serialised response out; a non-OK status is sent back as the call's
 // error (the connection stays open). UNIMPLEMENTED for a method the worker does not serve.
-using StepHandler = std::function<absl::StatusOr<std::string>(StepMethod method, const std::string& request)>;
+// `after_sent` (never null, empty on entry) may be set to work the server runs once the answer
+// is written (metrics, gauges), so that the caller does not wait for it.
+using StepHandler = std::function<absl::StatusOr<std::string>(StepMethod method, const std::string& request,
+                                                              std::function<void()>* after_sent)>;
 
 class StepSocketServer {
  public:

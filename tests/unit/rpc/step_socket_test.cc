@@ -8,8 +8,10 @@
 #include <sys/un.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -30,7 +32,7 @@ namespace {
 using ::splitspec::testing::ScopedTempDir;
 
 // Answers a request with "echo:" + its bytes; a request "fail" with NOT_FOUND.
-absl::StatusOr<std::string> Echo(StepMethod method, const std::string& request) {
+absl::StatusOr<std::string> Echo(StepMethod method, const std::string& request, std::function<void()>*) {
   if (method != StepMethod::kVerify) return absl::UnimplementedError("only Verify");
   if (request == "fail") return absl::NotFoundError("no such session");
   return "echo:" + request;
@@ -171,7 +173,8 @@ TEST(StepSocketServerTest, ServesSeveralClientsAtOnceUpToItsLimit) {
   std::promise<void> first_in, second_in;
   std::shared_future<void> first = first_in.get_future().share(), second = second_in.get_future().share();
   std::atomic<int> calls{0};
-  auto server = StepSocketServer::Start(path, [&](StepMethod, const std::string& request) -> absl::StatusOr<std::string> {
+  auto server = StepSocketServer::Start(path, [&](StepMethod, const std::string& request,
+                                                 std::function<void()>*) -> absl::StatusOr<std::string> {
     if (calls.fetch_add(1) == 0) {
       first_in.set_value();
       second.wait();
@@ -228,7 +231,8 @@ TEST(StepSocketClientTest, ATimedOutAnswerIsNeverReadAsTheNextCalls) {
   const std::string path = dir.path() + "/w.sock.step";
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
-  auto server = StepSocketServer::Start(path, [&](StepMethod, const std::string& request) -> absl::StatusOr<std::string> {
+  auto server = StepSocketServer::Start(path, [&](StepMethod, const std::string& request,
+                                                 std::function<void()>*) -> absl::StatusOr<std::string> {
     if (request == "slow") released.wait();
     return "answer to " + request;
   });
@@ -246,30 +250,76 @@ TEST(StepSocketClientTest, ATimedOutAnswerIsNeverReadAsTheNextCalls) {
   EXPECT_EQ(*next, "answer to next");
 }
 
+// Work a handler leaves for after its answer runs once the answer is on its way: the client
+// reads the answer while that work still waits for the client to say it has (were the work run
+// first, it would wait its whole minute and the call would time out), and it runs before the
+// connection's next request is read.
+TEST(StepSocketServerTest, WorkLeftForAfterTheAnswerRunsOnceTheAnswerIsSent) {
+  ScopedTempDir dir("step_socket_");
+  const std::string path = dir.path() + "/w.sock.step";
+  std::promise<void> answer_read;
+  std::shared_future<void> answer_read_future = answer_read.get_future().share();
+  std::atomic<int> after_sent_runs{0};
+  std::atomic<bool> waited_for_the_client{false};
+  auto server = StepSocketServer::Start(
+      path,
+      [&](StepMethod method, const std::string& request, std::function<void()>* after_sent) {
+        if (request == "first") {
+          *after_sent = [&] {
+            waited_for_the_client =
+                answer_read_future.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+            ++after_sent_runs;
+          };
+        }
+        return Echo(method, request, after_sent);
+      },
+      /*max_connections=*/16, absl::ZeroDuration());
+  ASSERT_TRUE(server.ok()) << server.status();
+  StepSocketClient client(path, absl::ZeroDuration());
+  absl::StatusOr<std::string> first = client.Call(StepMethod::kVerify, "first", absl::Seconds(20));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, "echo:first");
+  answer_read.set_value();
+  absl::StatusOr<std::string> second = client.Call(StepMethod::kVerify, "second", absl::Seconds(20));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(after_sent_runs.load(), 1);
+  EXPECT_TRUE(waited_for_the_client.load());
+  (*server)->Stop();
+}
+
 TEST(UnaryStepHandlerTest, ParsesCallsAndSerialisesLikeTheGrpcMethod) {
   using grpc::health::v1::HealthCheckRequest;
   using grpc::health::v1::HealthCheckResponse;
+  int recorded = 0;
   StepHandler handler = UnaryStepHandler<HealthCheckRequest, HealthCheckResponse>(
       StepMethod::kVerify,
-      [](grpc::ServerContext*, const HealthCheckRequest* request, HealthCheckResponse* response) {
+      [&recorded](const HealthCheckRequest* request, HealthCheckResponse* response, std::function<void()>* after_sent) {
         if (request->service() == "missing") return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service");
         response->set_status(HealthCheckResponse::SERVING);
+        *after_sent = [&recorded] { ++recorded; };
         return grpc::Status::OK;
       });
   HealthCheckRequest request;
   request.set_service("splitspec.v1.Verifier");
-  absl::StatusOr<std::string> bytes = handler(StepMethod::kVerify, request.SerializeAsString());
+  std::function<void()> after_sent;
+  absl::StatusOr<std::string> bytes = handler(StepMethod::kVerify, request.SerializeAsString(), &after_sent);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   HealthCheckResponse response;
   ASSERT_TRUE(response.ParseFromString(*bytes));
   EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+  // The method's work for after the answer reaches the server, which runs it.
+  ASSERT_TRUE(after_sent);
+  EXPECT_EQ(recorded, 0);
+  after_sent();
+  EXPECT_EQ(recorded, 1);
+  after_sent = nullptr;
 
   request.set_service("missing");
-  absl::StatusOr<std::string> missing = handler(StepMethod::kVerify, request.SerializeAsString());
+  absl::StatusOr<std::string> missing = handler(StepMethod::kVerify, request.SerializeAsString(), &after_sent);
   EXPECT_TRUE(absl::IsNotFound(missing.status()));
   EXPECT_EQ(missing.status().message(), "unknown service");
-  EXPECT_TRUE(absl::IsUnimplemented(handler(StepMethod::kPropose, request.SerializeAsString()).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(handler(StepMethod::kVerify, std::string("\xff\xff\xff", 3)).status()));
+  EXPECT_TRUE(absl::IsUnimplemented(handler(StepMethod::kPropose, request.SerializeAsString(), &after_sent).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(handler(StepMethod::kVerify, std::string("\xff\xff\xff", 3), &after_sent).status()));
 }
 
 // The worker clients: Verify and Propose take the step socket when one is set and reachable
@@ -278,7 +328,8 @@ TEST(WorkerClientStepSocketTest, VerifyAndProposeUseTheSocketAndFallBackToGrpcWi
   ScopedTempDir dir("step_socket_");
   const std::string grpc_address = "unix://" + dir.path() + "/nobody.sock";  // no gRPC server
   const std::string path = StepSocketPath(grpc_address);
-  auto server = StepSocketServer::Start(path, [](StepMethod method, const std::string& bytes) -> absl::StatusOr<std::string> {
+  auto server = StepSocketServer::Start(path, [](StepMethod method, const std::string& bytes,
+                                                std::function<void()>*) -> absl::StatusOr<std::string> {
     if (method == StepMethod::kVerify) {
       v1::VerifyRequest request;
       if (!request.ParseFromString(bytes)) return absl::InvalidArgumentError("bad request");
