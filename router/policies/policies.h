@@ -59,7 +59,7 @@ class StaticTreePolicy : public SpeculationPolicy {
 // Config: {"granularity": "batch" | "request" (default batch), "max_k": V (default 8),
 //          "prefill_disable_threshold": 0.7, "prefill_resume_threshold": 0.3, "prefill_window": 32,
 //          "prefix_search": true (false: always the whole batch),
-//          "trees": true, "max_tree_nodes": 32}
+//          "trees": true, "max_tree_nodes": 32, "explore_verifications": 8}
 // Trees: after the chain decision, each speculative request in turn switches to the tree
 // shape (depth D, N nodes) that most raises the batch's goodput, if any does: its expected
 // tokens from the per-depth tree estimates (router/tree_acceptance.h), its cost N + 1
@@ -71,6 +71,11 @@ class StaticTreePolicy : public SpeculationPolicy {
 // so admitted resumes drafting once that share has fallen to `prefill_resume_threshold` (lower,
 // so that load hovering at the threshold does not pay drafter prefills for requests that will
 // not speculate); at one client this is what speculation paying again looks like.
+// Exploring: a pool's acceptance is only learnt from its verified drafts, and before any it is
+// the estimators' prior (router/acceptance.h), which may price every chain out (a drafter whose
+// forwards cost but whose guesses nearly always land). Until a pool has
+// `explore_verifications` verified drafts, a speculative request the goodput search leaves at
+// plain decoding drafts a chain of one instead; 0 turns this off.
 class SmartSpecPolicy : public SpeculationPolicy {
  public:
   struct Config {
@@ -82,6 +87,7 @@ class SmartSpecPolicy : public SpeculationPolicy {
     bool prefix_search = true;
     bool trees = true;
     int32_t max_tree_nodes = 32;
+    int32_t explore_verifications = 8;
   };
   explicit SmartSpecPolicy(Config config) : config_(config) {}
   std::string Name() const override { return "smartspec"; }
@@ -94,6 +100,9 @@ class SmartSpecPolicy : public SpeculationPolicy {
 
  private:
   double ChainAcceptance(const PolicyInput& input, const PolicyRequest& r) const;
+  std::vector<ProposalChoice> DecideShapes(const PolicyInput& input);
+  // Chains of one for the plain-decoding requests of pools not yet measured (see above).
+  void Explore(const PolicyInput& input, std::vector<ProposalChoice>* choices);
   Config config_;
   std::deque<bool> proposed_nothing_;
   std::map<int32_t, int64_t> k_histogram_;
@@ -103,6 +112,7 @@ class SmartSpecPolicy : public SpeculationPolicy {
   int64_t sat_out_ = 0;             // request-steps left out
   int64_t tree_choices_ = 0;        // request-steps given a tree
   std::map<std::string, int64_t> shape_histogram_;  // "D:N" of the trees chosen
+  int64_t explored_ = 0;            // request-steps given a chain of one to measure a pool
 };
 
 // `sglang-tiers`: SGLang's adaptive steps. EMA (ema_alpha) of the batch-average number of

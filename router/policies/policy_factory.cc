@@ -43,6 +43,8 @@ absl::StatusOr<std::unique_ptr<SpeculationPolicy>> MakeSmartSpec(const nlohmann:
   SPLITSPEC_READ("prefix_search", c.prefix_search);
   SPLITSPEC_READ("trees", c.trees);
   SPLITSPEC_READ("max_tree_nodes", c.max_tree_nodes);
+  SPLITSPEC_READ("explore_verifications", c.explore_verifications);
+  if (c.explore_verifications < 0) return absl::InvalidArgumentError("smartspec: explore_verifications >= 0");
   if (c.max_tree_nodes < 2 || c.max_tree_nodes > 256) {
     return absl::InvalidArgumentError("smartspec: max_tree_nodes in [2, 256]");
   }

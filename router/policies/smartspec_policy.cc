@@ -1,6 +1,7 @@
 // SmartSpec: goodput-maximising candidate batch and proposal lengths, with prefill disabling.
 #include <algorithm>
 
+#include "router/acceptance.h"
 #include "router/candidate_batches.h"
 #include "router/expected_length.h"
 #include "router/goodput.h"
@@ -103,6 +104,34 @@ std::vector<ProposalChoice> TreeShapes(int32_t max_depth, int32_t max_nodes) {
 }  // namespace
 
 std::vector<ProposalChoice> SmartSpecPolicy::DecideProposals(const PolicyInput& input) {
+  std::vector<ProposalChoice> choices = DecideShapes(input);
+  Explore(input, &choices);
+  return choices;
+}
+
+void SmartSpecPolicy::Explore(const PolicyInput& input, std::vector<ProposalChoice>* choices) {
+  if (config_.explore_verifications <= 0 || input.acceptance == nullptr) return;
+  const LatencyModel fallback;
+  const LatencyModel& model = input.latency != nullptr ? *input.latency : fallback;
+  for (size_t i = 0; i < choices->size() && i < input.requests.size(); ++i) {
+    const PolicyRequest& r = input.requests[i];
+    ProposalChoice& c = (*choices)[i];
+    if (c.depth != 0 || !r.speculative || r.max_useful_k < 1 || r.pool.empty()) continue;
+    if (input.acceptance->PoolVerifications(r.pool) >= config_.explore_verifications) continue;
+    // Only a drafter that could pay: in a steady step (its catch-up, paid once, left out) a
+    // chain of one beats plain decoding for this request at the best acceptance there is; a
+    // drafter that costs more than it could ever save stays unmeasured.
+    const GoodputModel alone(model, {GoodputItem{r.context_tokens, kAcceptanceCap, r.pool, true, 0, r.remaining_tokens}},
+                             1);
+    const int32_t plain[] = {0}, one[] = {1};
+    if (alone.Goodput(one) <= alone.Goodput(plain)) continue;
+    c = ProposalChoice::Chain(1);
+    c.expected_tokens = ExpectedChainLength(ChainAcceptance(input, r), 1);
+    ++explored_;
+  }
+}
+
+std::vector<ProposalChoice> SmartSpecPolicy::DecideShapes(const PolicyInput& input) {
   const std::vector<int32_t> k = Decide(input);
   std::vector<ProposalChoice> choices;
   for (size_t i = 0; i < k.size(); ++i) {
@@ -217,7 +246,9 @@ nlohmann::json SmartSpecPolicy::Describe() const {
           {"trees", config_.trees},
           {"max_tree_nodes", config_.max_tree_nodes},
           {"tree_request_steps", tree_choices_},
-          {"tree_shape_histogram", shape_histogram_}};
+          {"tree_shape_histogram", shape_histogram_},
+          {"explore_verifications", config_.explore_verifications},
+          {"explored_request_steps", explored_}};
 }
 
 }  // namespace splitspec::router

@@ -303,6 +303,66 @@ TEST(SmartSpecTreesTest, ALearntBatchResidualPricesBigTreesOut) {
   EXPECT_LT(decide(latency), 8);
 }
 
+// A drafter whose forwards cost a third of the target's: at the estimators' prior of 0.6 every
+// chain prices out, at a near-perfect acceptance a chain of one pays. Until the pool has
+// `explore_verifications` verified drafts smartspec drafts that chain anyway, so the pool gets
+// measured; a drafter that could never pay is left alone.
+LatencyModel CostlyDrafterModel(double drafter_delta) {
+  LatencyModel latency;
+  latency.set_target(ForwardCoefficients{0.0, 0.0007, 0.003});
+  latency.set_drafter("p", DrafterCost{false, ForwardCoefficients{0.0, 0.0005, drafter_delta}, 0});
+  return latency;
+}
+
+std::vector<int32_t> Depths(const std::vector<ProposalChoice>& choices) {
+  std::vector<int32_t> depths;
+  for (const ProposalChoice& c : choices) depths.push_back(c.depth);
+  return depths;
+}
+
+TEST(SmartSpecExploreTest, AnUnmeasuredPoolGetsAChainOfOneUntilItHasBeenMeasured) {
+  const LatencyModel latency = CostlyDrafterModel(0.0008);
+  AcceptanceTracker tracker;
+  PolicyInput in = Batch(2);
+  for (PolicyRequest& r : in.requests) {
+    r.pool = "p";
+    r.acceptance = 0.6;
+    r.remaining_tokens = 100;
+  }
+  in.latency = &latency;
+  in.acceptance = &tracker;
+  auto off = MakePolicy("smartspec", {{"explore_verifications", 0}});
+  auto on = MakePolicy("smartspec", {});
+  ASSERT_TRUE(off.ok() && on.ok());
+  // The premise: at the prior, goodput alone decodes plainly.
+  EXPECT_EQ(Depths((*off)->DecideProposals(in)), (std::vector<int32_t>{0, 0}));
+  EXPECT_EQ(Depths((*on)->DecideProposals(in)), (std::vector<int32_t>{1, 1}));
+  EXPECT_EQ((*on)->Describe()["explored_request_steps"].get<int64_t>(), 2);
+  // A request that may not draft is not explored with.
+  in.requests[1].speculative = false;
+  EXPECT_EQ(Depths((*on)->DecideProposals(in)), (std::vector<int32_t>{1, 0}));
+  in.requests[1].speculative = true;
+  // Eight verified drafts (all rejected here): the pool is measured, goodput decides alone.
+  for (int i = 0; i < 4; ++i) {
+    tracker.ObserveStep({{1, "p", {1, 0}}, {2, "p", {1, 0}}});
+  }
+  EXPECT_EQ(Depths((*on)->DecideProposals(in)), (std::vector<int32_t>{0, 0}));
+}
+
+TEST(SmartSpecExploreTest, ADrafterThatCouldNeverPayIsNotExplored) {
+  const LatencyModel latency = CostlyDrafterModel(10.0);
+  AcceptanceTracker tracker;
+  PolicyInput in = Batch(1);
+  in.requests[0].pool = "p";
+  in.requests[0].acceptance = 0.6;
+  in.latency = &latency;
+  in.acceptance = &tracker;
+  auto on = MakePolicy("smartspec", {});
+  ASSERT_TRUE(on.ok());
+  EXPECT_EQ(Depths((*on)->DecideProposals(in)), (std::vector<int32_t>{0}));
+  EXPECT_FALSE(MakePolicy("smartspec", {{"explore_verifications", -1}}).ok());
+}
+
 TEST(StaticPolicyTest, NonSpeculativeRequestsGetZero) {
   StaticPolicy p(4);
   PolicyInput in = Batch(3);
