@@ -76,7 +76,9 @@ spec::DraftProposal AfterFirstToken(spec::DraftProposal draft) {
   draft.tokens.erase(draft.tokens.begin());
   draft.parents.resize(n - 1);
   for (size_t j = 0; j < draft.parents.size(); ++j) draft.parents[j] = static_cast<int32_t>(j) - 1;
-  if (!draft.probs.empty()) draft.probs.erase(draft.probs.begin(), draft.probs.begin() + static_cast<std::ptrdiff_t>(vocab));
+  if (!draft.probs.empty()) {
+    draft.probs.erase(draft.probs.begin(), draft.probs.begin() + static_cast<std::ptrdiff_t>(vocab));
+  }
   if (!draft.scores.empty()) draft.scores.erase(draft.scores.begin());
   return draft;
 }
@@ -99,9 +101,9 @@ void RouterCore::ApplyPrefillDrafts(std::vector<AheadCall>& calls, double prefil
       if (ahead) ++stats->draft_ahead_issued;
       auto it = by_id.find(r->id);
       if (r->finished) {
-        // Finished by its prefill (an error, a stop, max_tokens 1): its session, if the call
-        // made one, is released with the others.
-        if (it != by_id.end() && it->second->status.ok()) drafter_releases_[call.pool].push_back(r->id);
+        // Finished by its prefill (an error, a stop, max_tokens 1): any session the call made
+        // (even one that failed part way) is released with the others.
+        drafter_releases_[call.pool].push_back(r->id);
         continue;
       }
       if (it == by_id.end() || !it->second->status.ok()) {

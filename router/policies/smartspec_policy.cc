@@ -121,8 +121,8 @@ void SmartSpecPolicy::Explore(const PolicyInput& input, std::vector<ProposalChoi
     // Only a drafter that could pay: in a steady step (its catch-up, paid once, left out) a
     // chain of one beats plain decoding for this request at the best acceptance there is; a
     // drafter that costs more than it could ever save stays unmeasured.
-    const GoodputModel alone(model, {GoodputItem{r.context_tokens, kAcceptanceCap, r.pool, true, 0, r.remaining_tokens}},
-                             1);
+    const GoodputItem best{r.context_tokens, kAcceptanceCap, r.pool, true, 0, r.remaining_tokens};
+    const GoodputModel alone(model, {best}, 1);
     const int32_t plain[] = {0}, one[] = {1};
     if (alone.Goodput(one) <= alone.Goodput(plain)) continue;
     c = ProposalChoice::Chain(1);

@@ -319,7 +319,8 @@ TEST(UnaryStepHandlerTest, ParsesCallsAndSerialisesLikeTheGrpcMethod) {
   EXPECT_TRUE(absl::IsNotFound(missing.status()));
   EXPECT_EQ(missing.status().message(), "unknown service");
   EXPECT_TRUE(absl::IsUnimplemented(handler(StepMethod::kPropose, request.SerializeAsString(), &after_sent).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(handler(StepMethod::kVerify, std::string("\xff\xff\xff", 3), &after_sent).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(handler(StepMethod::kVerify, std::string("\xff\xff\xff", 3), &after_sent).status()));
 }
 
 // The worker clients: Verify and Propose take the step socket when one is set and reachable
