@@ -566,6 +566,43 @@ TEST(RouterCoreTest, SmartSpecDisablesDrafterPrefillWhenSpeculationNeverPays) {
   EXPECT_EQ(h.core->Snapshot().policy_state["resumed_requests"].get<int64_t>(), 0);
 }
 
+// A drafter that lands every guess but whose forwards cost a third of the target's: at the
+// estimators' prior every chain prices out, so without exploring smartspec never drafts; with
+// it, chains of one measure the pool and longer chains follow. Output is the target's.
+TEST(RouterCoreTest, SmartSpecExploresAnUnmeasuredDrafterAndThenDraftsLongerChains) {
+  LatencyModel costly;
+  costly.set_target(ForwardCoefficients{0.0, 0.0007, 0.003});
+  costly.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0005, 0.0008}, 0});
+  auto run = [&](const nlohmann::json& config) {
+    Harness h("smartspec");
+    h.drafters[0]->set_accuracy(1.0);
+    auto p = MakePolicy("smartspec", config);
+    EXPECT_TRUE(p.ok());
+    h.core = std::make_unique<RouterCore>(RouterOptions{}, &h.verifier,
+                                          DrafterPools{{"pool0", h.drafters[0].get()}}, std::move(*p), costly,
+                                          &h.clock);
+    EXPECT_TRUE(h.core->Init().ok());
+    auto id = h.Submit(Prompt(320, 8), 60);
+    EXPECT_TRUE(id.ok());
+    h.RunUntilIdle();
+    EXPECT_EQ(h.out[*id].tokens, ReferenceGeneration(Prompt(320, 8), 60));
+    EXPECT_TRUE(h.drafters[0]->protocol_errors.empty());
+    return h.core->Snapshot().policy_state;
+  };
+  const nlohmann::json exploring = run(nlohmann::json::object());
+  EXPECT_GE(exploring["explored_request_steps"].get<int64_t>(), 1) << exploring.dump();
+  int64_t longer = 0;
+  for (const auto& [k, n] : exploring["k_histogram"].items()) {
+    if (std::stoi(k) >= 2) longer += n.get<int64_t>();
+  }
+  EXPECT_GT(longer, 0) << exploring.dump();
+  const nlohmann::json not_exploring = run({{"explore_verifications", 0}});
+  EXPECT_EQ(not_exploring["explored_request_steps"].get<int64_t>(), 0);
+  for (const auto& [k, n] : not_exploring["k_histogram"].items()) {
+    EXPECT_EQ(k, "0") << not_exploring.dump();
+  }
+}
+
 // A request admitted non-speculative during another's low-acceptance streak drafts again once
 // speculation would pay: its drafter session is then built from its whole history (the fake
 // drafter checks it sees exactly the verifier's committed state) and its output is unchanged.
