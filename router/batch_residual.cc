@@ -34,6 +34,11 @@ void BatchResidual::Observe(double n_batched, double predicted, double observed)
   cell.mean_log_ratio += weight * (log_ratio - cell.mean_log_ratio);
 }
 
+void BatchResidual::Set(double n_batched, double factor) {
+  if (!(factor > 0) || !std::isfinite(factor)) return;
+  cells_[BucketStart(n_batched)] = Cell{std::log(factor), kMemory};
+}
+
 double BatchResidual::Factor(double n_batched) const {
   const int32_t at = BucketStart(n_batched);
   auto learnt = [](const Cell& c) { return c.steps >= kMinObservations; };

@@ -38,6 +38,10 @@ class BatchResidual {
   // bucket is learnt.
   double Factor(double n_batched) const;
   void Clear() { cells_.clear(); }
+  // Sets the bucket holding `n_batched` to `factor` as if it had been learnt over kMemory steps
+  // (a profiled shape, router/latency_model.h). Ignored unless factor is positive and finite.
+  void Set(double n_batched, double factor);
+  bool empty() const { return cells_.empty(); }
 
   // {"<first size of bucket>": {"factor": f, "steps": n}, ...} for /server_info.
   nlohmann::json Describe() const;

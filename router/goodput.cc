@@ -25,6 +25,10 @@
 // its true goodput is >= G(k*). Hence the best true goodput over all D vectors' relaxed
 // solutions is the global optimum. We enumerate D over [0, max_k]^pools (falling back to a
 // single shared D for all pools when that product exceeds kMaxDepthVectors).
+// With the pipeline a pool's draft cost is scaled by its exposure at depth D_p (goodput.h),
+// a constant for a fixed D, so (1) holds as it stands; (2) needs a pool's cost not to shrink
+// as D grows, which a deeper chain's exposure need not respect, so there the result is the
+// best of the enumerated candidates, each priced by the exact step time.
 // tests/unit/router/goodput_test.cc checks this against brute force.
 #include "router/goodput.h"
 
@@ -82,6 +86,68 @@ GoodputModel::GoodputModel(const LatencyModel& model, std::vector<GoodputItem> i
     pool_drafters_.push_back(model_.Resolve(pool));
     pool_costs_.push_back(model_.EffectiveDrafter(pool));
   }
+  if (model_.pipeline()) ComputePipelineExposure();
+}
+
+const GoodputModel::DraftExposure& GoodputModel::Exposure(size_t pool, int32_t depth) const {
+  static const DraftExposure kSerial;
+  if (exposure_.empty() || depth <= 0) return kSerial;
+  return exposure_[pool * static_cast<size_t>(max_k_ + 1) + static_cast<size_t>(std::min(depth, max_k_))];
+}
+
+void GoodputModel::ComputePipelineExposure() {
+  const size_t stride = static_cast<size_t>(max_k_ + 1);
+  exposure_.assign(pools_.size() * stride, DraftExposure{});
+  const double rpc = model_.RpcSeconds();
+  double all_context = 0;
+  for (const GoodputItem& it : items_) all_context += it.context;
+  std::vector<int32_t> ctx, ahead_ctx, depths;
+  for (size_t p = 0; p < pools_.size(); ++p) {
+    ctx.clear();
+    std::vector<double> acceptance;
+    for (size_t i = 0; i < items_.size(); ++i) {
+      if (pool_index_[i] != static_cast<int32_t>(p)) continue;
+      ctx.push_back(items_[i].context);
+      acceptance.push_back(std::clamp(items_[i].acceptance, 0.0, 1.0));
+    }
+    const double n = static_cast<double>(ctx.size());
+    for (int32_t d = 1; d <= max_k_; ++d) {
+      depths.assign(ctx.size(), d);
+      const double linear = model_.DraftSeconds(pool_drafters_[p], ctx, depths);
+      if (!(linear > 0)) continue;
+      DraftExposure& e = exposure_[p * stride + static_cast<size_t>(d)];
+      if (d == max_k_) continue;  // no guess past the deepest chain: nothing is drafted ahead
+      depths.assign(ctx.size(), d + 1);
+      const double serial = model_.DraftSeconds(pool_drafters_[p], ctx, depths);
+      ahead_ctx.clear();
+      for (int32_t c : ctx) ahead_ctx.push_back(c + d + 1);
+      // The draft made ahead first feeds the chain and its guess, then drafts the next chain.
+      const double ahead = model_.DraftSeconds(pool_drafters_[p], ahead_ctx, depths, n * (d + 1));
+      const double verify = model_.TargetSeconds(all_context, static_cast<double>(items_.size()) + n * d);
+      double hit = 0;
+      for (double a : acceptance) hit += std::pow(a, d + 1);
+      hit /= n;
+      const double outlasting = std::max(0.0, ahead - verify);
+      if ((1 - hit) * (serial + rpc) + outlasting < serial + rpc) {
+        e.draft = ((1 - hit) * serial + outlasting) / linear;
+        e.rpc = 1 - hit;
+      } else {
+        e.draft = serial / linear;
+      }
+    }
+  }
+}
+
+std::vector<DrafterCost> GoodputModel::CostsAtDepths(const std::vector<int32_t>& depth) const {
+  std::vector<DrafterCost> costs = pool_costs_;
+  if (exposure_.empty()) return costs;
+  for (size_t p = 0; p < costs.size(); ++p) {
+    const double s = Exposure(p, depth[p]).draft;
+    DrafterCost& c = costs[p];
+    c.forward = {c.forward.alpha * s, c.forward.gamma * s, c.forward.delta * s};
+    c.constant_seconds *= s;
+  }
+  return costs;
 }
 
 double GoodputModel::PrefixStepSeconds(size_t size, absl::Span<const int32_t> k) const {
@@ -104,17 +170,21 @@ double GoodputModel::PrefixStepSecondsFor(size_t size, absl::Span<const int32_t>
     drafting.clear();
     ctx.clear();
     kk.clear();
+    bool tree = false;
     for (size_t i = 0; i < size; ++i) {
       if (pool_index_[i] == static_cast<int32_t>(p) && i < k.size() && k[i] > 0) {
         drafting.push_back(i);
         ctx.push_back(items_[i].context);
         kk.push_back(k[i]);
+        tree = tree || (i < verified.size() && verified[i] > k[i]);
       }
     }
     if (drafting.empty()) continue;
-    // With the pipeline part of the drafting runs while the target verifies.
-    t += model_.DraftSeconds(pool_drafters_[p], ctx, kk) * model_.draft_exposure() + model_.RpcSeconds();
-    for (size_t i : drafting) t += CatchUpSeconds(i, pool_costs_[p]);
+    // With the pipeline the step waits for part of the chains' drafting only; a tree has no
+    // guess to draft ahead from, so a pool drafting one is priced as serial.
+    const DraftExposure& e = tree ? Exposure(p, 0) : Exposure(p, *std::max_element(kk.begin(), kk.end()));
+    t += model_.DraftSeconds(pool_drafters_[p], ctx, kk) * e.draft + model_.RpcSeconds() * e.rpc;
+    for (size_t i : drafting) t += CatchUpSeconds(i, pool_costs_[p]) * e.draft;
   }
   return t;
 }
@@ -185,14 +255,14 @@ std::vector<int32_t> GoodputModel::BestUniform() const {
 std::vector<int32_t> GoodputModel::SolveForDepths(const std::vector<int32_t>& depth) const {
   const ForwardCoefficients target = model_.EffectiveTarget();
   const double rpc = model_.RpcSeconds();
-  const std::vector<DrafterCost>& costs = pool_costs_;
+  const std::vector<DrafterCost> costs = CostsAtDepths(depth);
 
   double c0 = target.delta + rpc;
   for (const GoodputItem& it : items_) c0 += target.alpha * it.context + target.gamma;
   for (size_t p = 0; p < pools_.size(); ++p) {
     if (depth[p] == 0) continue;
-    c0 += rpc + (costs[p].model_free ? costs[p].constant_seconds
-                                     : depth[p] * costs[p].forward.delta);
+    c0 += rpc * Exposure(p, depth[p]).rpc +
+          (costs[p].model_free ? costs[p].constant_seconds : depth[p] * costs[p].forward.delta);
   }
 
   std::vector<int32_t> k(items_.size(), 0);
@@ -240,6 +310,17 @@ std::vector<int32_t> GoodputModel::BestPerRequest() const {
   std::vector<int32_t> best(items_.size(), 0);
   double best_goodput = Goodput(best);
   if (pools_.empty() || max_k_ == 0) return best;
+  // The solver's costs are the linear model's; where the target's batch shape bends the
+  // forward's cost (flat, then rising), the uniform candidates, priced exactly, are the
+  // safety net.
+  {
+    std::vector<int32_t> uniform = BestUniform();
+    const double g = Goodput(uniform);
+    if (g > best_goodput * (1 + 1e-12)) {
+      best_goodput = g;
+      best = std::move(uniform);
+    }
+  }
   ForEachDepthVector([&](const std::vector<int32_t>& depth) {
     std::vector<int32_t> k = SolveForDepths(depth);
     const double g = Goodput(k);
@@ -254,10 +335,11 @@ std::vector<int32_t> GoodputModel::BestPerRequest() const {
 // Candidate batches. A candidate is a prefix size m and a k vector over items[0, m).
 //
 // Uniform k: for each x in [0, max_k], one pass over m accumulates the prefix's expected
-// tokens and step time (the linear decomposition above, with every speculative request of
-// the prefix at depth x, so each pool that drafts pays its fixed part once), giving every
-// (m, x) in O(n max_k^2) instead of O(n^2 max_k) through StepSeconds. Per prefix the smallest
-// of equally good x wins (as BestUniform), then the longest of equally good prefixes.
+// tokens and step time (the drafting by the linear decomposition above, with every
+// speculative request of the prefix at depth x, so each pool that drafts pays its fixed part
+// once; the target's forward as the latency model predicts it, batch shape included), giving
+// every (m, x) in O(n max_k^2) instead of O(n^2 max_k) through StepSeconds. Per prefix the
+// smallest of equally good x wins (as BestUniform), then the longest of equally good prefixes.
 //
 // Per request: the proof above carries over with the prefix as one more choice. For a fixed
 // depth vector D the relaxed step time of (m, k) is C_D + sum_{i<m} (b_i + c_i(k_i)), with
@@ -269,25 +351,27 @@ std::vector<int32_t> GoodputModel::BestPerRequest() const {
 // candidates, G strictly increasing) makes it exact, and (2) makes the best over D global.
 GoodputModel::Prefix GoodputModel::BestUniformPrefix(int32_t min_size) const {
   const int32_t n = static_cast<int32_t>(items_.size());
-  const ForwardCoefficients target = model_.EffectiveTarget();
   const double rpc = model_.RpcSeconds();
-  const std::vector<DrafterCost>& costs = pool_costs_;
   std::vector<double> best_g(n + 1, -1);
   std::vector<int32_t> best_x(n + 1, 0);
   for (int32_t x = 0; x <= max_k_; ++x) {
-    double tokens = 0, time = target.delta + rpc;
+    const std::vector<DrafterCost> costs = CostsAtDepths(std::vector<int32_t>(pools_.size(), x));
+    // The target's forward as the model predicts it (its batch shape and residual included);
+    // the drafting and RPCs accumulate in `time`.
+    double tokens = 0, time = rpc, n_ctx = 0, n_tok = 0;
     std::vector<char> drafting(pools_.size(), 0);
     for (int32_t m = 1; m <= n; ++m) {
       const GoodputItem& it = items_[m - 1];
       const int32_t p = pool_index_[m - 1];
       const int32_t k = p >= 0 ? x : 0;
       tokens += ExpectedChainLength(it.acceptance, k);
-      time += target.alpha * it.context + target.gamma * (1 + k);
+      n_ctx += it.context;
+      n_tok += 1 + k;
       if (k > 0) {
         const DrafterCost& c = costs[p];
         if (!drafting[p]) {
           drafting[p] = 1;
-          time += rpc + (c.model_free ? c.constant_seconds : k * c.forward.delta);
+          time += rpc * Exposure(p, k).rpc + (c.model_free ? c.constant_seconds : k * c.forward.delta);
         }
         if (!c.model_free) {
           for (int32_t s = 1; s <= k; ++s) {
@@ -296,7 +380,8 @@ GoodputModel::Prefix GoodputModel::BestUniformPrefix(int32_t min_size) const {
         }
         time += CatchUpSeconds(m - 1, c);
       }
-      const double g = time > 0 ? tokens / time : 0.0;
+      const double step = time + model_.TargetSeconds(n_ctx, n_tok);
+      const double g = step > 0 ? tokens / step : 0.0;
       if (best_g[m] < 0 || g > best_g[m] * (1 + 1e-12)) {
         best_g[m] = g;
         best_x[m] = x;
@@ -320,12 +405,12 @@ int32_t GoodputModel::SolvePrefixForDepths(const std::vector<int32_t>& depth, in
                                            std::vector<int32_t>* k) const {
   const ForwardCoefficients target = model_.EffectiveTarget();
   const double rpc = model_.RpcSeconds();
-  const std::vector<DrafterCost>& costs = pool_costs_;
+  const std::vector<DrafterCost> costs = CostsAtDepths(depth);
   double fixed = target.delta + rpc;
   for (size_t p = 0; p < pools_.size(); ++p) {
     if (depth[p] == 0) continue;
-    fixed += rpc + (costs[p].model_free ? costs[p].constant_seconds
-                                        : depth[p] * costs[p].forward.delta);
+    fixed += rpc * Exposure(p, depth[p]).rpc +
+             (costs[p].model_free ? costs[p].constant_seconds : depth[p] * costs[p].forward.delta);
   }
   const size_t n = items_.size();
   // Start from the whole batch at k = 0.
@@ -388,6 +473,9 @@ GoodputModel::Prefix GoodputModel::BestPerRequestPrefix(int32_t min_size) const 
   };
   consider(std::vector<int32_t>(pools_.size(), 0));  // k = 0 everywhere
   if (!pools_.empty() && max_k_ > 0) ForEachDepthVector(consider);
+  // As in BestPerRequest: the uniform candidates, priced exactly.
+  Prefix uniform = BestUniformPrefix(min_size);
+  if (uniform.goodput > best.goodput * (1 + 1e-12)) best = std::move(uniform);
   return best;
 }
 

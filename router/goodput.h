@@ -43,7 +43,8 @@ class GoodputModel {
   GoodputModel(const LatencyModel& model, std::vector<GoodputItem> items, int32_t max_k);
 
   // Step time: target forward over sum(context) / sum(k_i + 1) tokens + one RPC, plus per
-  // pool that drafts anything its draft time (catch-up charges included) + one RPC.
+  // pool that drafts anything its draft time (catch-up charges included) + one RPC; with the
+  // pipeline, the part of those the step is expected to wait for (DraftExposure).
   double StepSeconds(absl::Span<const int32_t> k) const;
   double ExpectedTokens(absl::Span<const int32_t> k) const;  // sum_i l(a_i, k_i)
   double Goodput(absl::Span<const int32_t> k) const;
@@ -74,7 +75,27 @@ class GoodputModel {
 
   size_t size() const { return items_.size(); }
 
+  // What a pool's drafting at depth D costs a step, as multiples of the serial figures (draft
+  // time of a chain of D, one RPC). Without the pipeline both are 1. With it (the latency
+  // model's pipeline()), the chain is drafted one deeper (its last token the guess a draft
+  // made ahead builds on) and, while the target verifies, the next step's chain is drafted
+  // ahead; the step waits for what of that outlasts the verify call, and for a serial Propose
+  // only when the draft made ahead missed (h: the chance that chain and guess all land, each
+  // token at its request's acceptance estimate, averaged over the pool's requests):
+  //   exposed = (1 - h) * (T_draft(D + 1) + rpc) + max(0, T_ahead(D + 1) - T_verify(D))
+  // or the serial T_draft(D + 1) + rpc where drafting ahead would not pay (the same test as
+  // RouterCore::PlanDraftAhead's). At D = max_k there is no guess, so no draft ahead.
+  struct DraftExposure {
+    double draft = 1.0;  // multiplies the chain's draft time (and its catch-up charges)
+    double rpc = 1.0;    // multiplies the drafter's RPC
+  };
+  const DraftExposure& Exposure(size_t pool, int32_t depth) const;
+
  private:
+  // Fills exposure_ (pipeline only): every pool's speculative requests at every depth.
+  void ComputePipelineExposure();
+  // pool_costs_ with each pool's draft cost scaled by its exposure at depth[p].
+  std::vector<DrafterCost> CostsAtDepths(const std::vector<int32_t>& depth) const;
   double PrefixStepSeconds(size_t size, absl::Span<const int32_t> k) const;
   // The catch-up charge of item i when it drafts with a drafter of cost `c`.
   double CatchUpSeconds(size_t i, const DrafterCost& c) const;
@@ -102,6 +123,7 @@ class GoodputModel {
   // Per pool, resolved once (the model does not change while this object lives).
   std::vector<LatencyModel::ResolvedDrafter> pool_drafters_;
   std::vector<DrafterCost> pool_costs_;  // model_.EffectiveDrafter(pool)
+  std::vector<DraftExposure> exposure_;   // [pool * (max_k + 1) + depth]; empty: serial
 };
 
 }  // namespace splitspec::router

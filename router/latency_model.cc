@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -38,6 +39,24 @@ nlohmann::json ForwardToJson(const ForwardCoefficients& c) {
   return {{"alpha", c.alpha}, {"gamma", c.gamma}, {"delta", c.delta}};
 }
 
+// {"<fed tokens>": factor, ...}: keys positive integers, factors positive and finite.
+absl::StatusOr<std::map<int32_t, double>> ParseBatchFactors(const nlohmann::json& j) {
+  const auto bad = [](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("latency model target.batch_factors: ", why));
+  };
+  if (!j.is_object()) return bad("expected an object");
+  std::map<int32_t, double> factors;
+  for (const auto& [key, value] : j.items()) {
+    int32_t n = 0;
+    if (!absl::SimpleAtoi(key, &n) || n < 1) return bad(absl::StrCat("key '", key, "' is not a token count >= 1"));
+    if (!value.is_number() || !(value.get<double>() > 0) || !std::isfinite(value.get<double>())) {
+      return bad(absl::StrCat("factor for ", key, " must be a finite number > 0"));
+    }
+    factors[n] = value.get<double>();
+  }
+  return factors;
+}
+
 double UpdateScale(double scale, double raw, double observed) {
   // A worker that reports 0 did not measure (fakes, old builds): no information.
   if (!(raw > 0) || !(observed > 0) || !std::isfinite(observed)) return scale;
@@ -65,6 +84,11 @@ absl::StatusOr<LatencyModel> LatencyModel::FromJson(const nlohmann::json& j) {
   auto target = ParseForward(j["target"], "latency model target");
   if (!target.ok()) return target.status();
   m.target_ = *target;
+  if (j["target"].contains("batch_factors")) {
+    auto factors = ParseBatchFactors(j["target"]["batch_factors"]);
+    if (!factors.ok()) return factors.status();
+    m.set_target_batch_factors(*std::move(factors));
+  }
   if (j.contains("drafters")) {
     if (!j["drafters"].is_object()) {
       return absl::InvalidArgumentError("latency model: 'drafters' must be an object");
@@ -112,6 +136,11 @@ nlohmann::json LatencyModel::ToJson() const {
   nlohmann::json j;
   j["description"] = description_;
   j["target"] = ForwardToJson(target_);
+  if (!batch_factors_.empty()) {
+    nlohmann::json factors = nlohmann::json::object();
+    for (const auto& [n, f] : batch_factors_) factors[std::to_string(n)] = f;
+    j["target"]["batch_factors"] = factors;
+  }
   nlohmann::json drafters = nlohmann::json::object();
   for (const auto& [name, cost] : drafters_) {
     if (cost.model_free) {
@@ -168,8 +197,7 @@ ForwardCoefficients LatencyModel::EffectiveTarget() const {
 DrafterCost LatencyModel::EffectiveDrafter(const std::string& pool) const {
   const DrafterCost* raw = FindDrafter(pool);
   if (raw == nullptr) return DrafterCost{true, {}, 0};
-  // What a step waits for: with the pipeline part of the drafting is hidden (draft_exposure).
-  const double s = draft_scale(pool) * draft_exposure_;
+  const double s = draft_scale(pool);
   DrafterCost c = *raw;
   c.forward = {c.forward.alpha * s, c.forward.gamma * s, c.forward.delta * s};
   c.constant_seconds *= s;
@@ -177,11 +205,18 @@ DrafterCost LatencyModel::EffectiveDrafter(const std::string& pool) const {
 }
 
 double LatencyModel::TargetSeconds(double n_context, double n_batched) const {
+  const double shape = TargetShape(n_batched);
   if (refit_target_.has_value()) {
-    const double line = refit_target_->Predict(n_context, n_batched);
+    const double line = refit_target_->Predict(n_context, n_batched) * shape;
     return use_residual_ ? line * residual_.Factor(n_batched) : line;
   }
-  return target_scale_ * target_.Predict(n_context, n_batched);
+  return target_scale_ * target_.Predict(n_context, n_batched) * shape;
+}
+
+void LatencyModel::set_target_batch_factors(std::map<int32_t, double> factors) {
+  batch_factors_ = std::move(factors);
+  batch_shape_.Clear();
+  for (const auto& [n, f] : batch_factors_) batch_shape_.Set(n, f);
 }
 
 double LatencyModel::RawDraftSeconds(const DrafterCost& cost, absl::Span<const int32_t> ctx,
@@ -219,17 +254,18 @@ LatencyModel::ResolvedDrafter LatencyModel::Resolve(const std::string& pool) con
 }
 
 double LatencyModel::DraftSeconds(const ResolvedDrafter& drafter, absl::Span<const int32_t> ctx,
-                                  absl::Span<const int32_t> k) const {
+                                  absl::Span<const int32_t> k, double first_forward_tokens) const {
   if (drafter.raw == nullptr) return 0;
-  return drafter.scale * RawDraftSeconds(*drafter.raw, ctx, k);
+  return drafter.scale * RawDraftSeconds(*drafter.raw, ctx, k, first_forward_tokens);
 }
 
 void LatencyModel::ObserveTarget(double n_context, double n_batched, double observed) {
-  target_scale_ = UpdateScale(target_scale_, target_.Predict(n_context, n_batched), observed);
+  const double shape = TargetShape(n_batched);
+  target_scale_ = UpdateScale(target_scale_, target_.Predict(n_context, n_batched) * shape, observed);
   // Against the refit only: the multiplicative scale above has already absorbed a general
   // slowdown, and learning both from one step would count it twice.
   if (use_residual_ && refit_target_.has_value()) {
-    residual_.Observe(n_batched, refit_target_->Predict(n_context, n_batched), observed);
+    residual_.Observe(n_batched, refit_target_->Predict(n_context, n_batched) * shape, observed);
   }
 }
 
@@ -263,6 +299,7 @@ std::string LatencyModel::Summary() const {
       "%s | target alpha=%.3g gamma=%.3g delta=%.3g (x%.2f) rpc=%.3gs", description_,
       target_.alpha, target_.gamma, target_.delta, target_scale_, rpc_seconds_);
   if (draft_exposure_ < 1.0) absl::StrAppendFormat(&s, " | draft exposed %.2f", draft_exposure_);
+  if (!batch_factors_.empty()) absl::StrAppendFormat(&s, " | batch shape over %d sizes", batch_factors_.size());
   if (refit_target_.has_value()) {
     absl::StrAppendFormat(&s, " | refit alpha=%.3g gamma=%.3g delta=%.3g", refit_target_->alpha,
                           refit_target_->gamma, refit_target_->delta);

@@ -47,13 +47,23 @@ class LatencyModel {
   absl::Status Save(const std::string& path) const;
 
   void set_target(const ForwardCoefficients& c) { target_ = c; }
+  // The target's profiled batch shape: per fed-token count n, what a forward measured over the
+  // profile's line at n (`splitspec profile`, the file's target.batch_factors). The line
+  // cannot follow a forward that is flat while it is bound by weight reads and then rises
+  // (a CPU decoding from memory costs the same for 1 to 4 tokens); the shape can. Predictions
+  // are the line times the shape (interpolated between profiled sizes, held beyond them), and
+  // the online correction and refit learn on top of it. Empty: a shape of 1.
+  void set_target_batch_factors(std::map<int32_t, double> factors);
+  const std::map<int32_t, double>& target_batch_factors() const { return batch_factors_; }
+  double TargetShape(double n_batched) const {
+    return batch_shape_.empty() ? 1.0 : batch_shape_.Factor(n_batched);
+  }
   void set_drafter(const std::string& pool, const DrafterCost& c) { drafters_[pool] = c; }
   void set_rpc_seconds(double s) { rpc_seconds_ = rpc_file_seconds_ = s; }
   void set_description(std::string d) { description_ = std::move(d); }
   const std::string& description() const { return description_; }
 
-  // Coefficients with the online correction applied (a drafter's also scaled by
-  // draft_exposure(): the cost a step waits for). A pool without its own entry uses
+  // Coefficients with the online correction applied. A pool without its own entry uses
   // "default", else the first drafter entry, else a zero-cost model-free drafter.
   ForwardCoefficients EffectiveTarget() const;
   DrafterCost EffectiveDrafter(const std::string& pool) const;
@@ -67,7 +77,7 @@ class LatencyModel {
                       absl::Span<const int32_t> k) const;
 
   // Online correction: each observation moves a multiplicative scale (EMA, clamped to
-  // [0.1, 10]) towards observed / raw prediction; the RPC overhead is an EMA of what the
+  // [0.1, 10]) towards observed / raw prediction (the file's line times its shape); the RPC overhead is an EMA of what the
   // step's wall time leaves after the workers' compute.
   void ObserveTarget(double n_context, double n_batched, double observed_seconds);
   // `first_forward_tokens`: tokens the drafter's first forward really fed (its catch-up on
@@ -83,17 +93,23 @@ class LatencyModel {
   ForwardCoefficients ScaledFileTarget() const {
     return {target_.alpha * target_scale_, target_.gamma * target_scale_, target_.delta * target_scale_};
   }
-  // Coefficients refitted online from observed steps (router/online_fit.h): once set, target
-  // predictions use them as they are (the multiplicative correction no longer applies).
+  // Coefficients refitted online from observed steps (router/online_fit.h), which are divided
+  // by TargetShape first: once set, target predictions are this line times the shape (the
+  // multiplicative correction no longer applies).
   void SetRefitTarget(const ForwardCoefficients& c) { refit_target_ = c; }
   // With a refit, what the line misses per batch size (router/batch_residual.h) is learnt from
   // the same observations and multiplies target predictions. On by default; off, predictions
   // are the refit's line.
   void set_batch_residual(bool on);
   const BatchResidual& batch_residual() const { return residual_; }
-  // Pipeline (router_pipeline.cc): the share of draft compute a step still waits for, the rest
-  // running while the verifier computes. An EMA of observed steps; 1 without the pipeline.
-  // Goodput scales its draft cost by it (deadlines do not: a draft may still take that long).
+  // Pipeline (router_pipeline.cc): whether drafts are made ahead while the target verifies.
+  // Goodput then prices a step's drafting as the part the verify call cannot hide, per depth
+  // (router/goodput.h).
+  void set_pipeline(bool on) { pipeline_ = on; }
+  bool pipeline() const { return pipeline_; }
+  // The share of draft compute steps actually waited for, the rest having run while the
+  // verifier computed: an EMA of observed steps, 1 without the pipeline. Reported (Summary);
+  // the analytical policy scales its draft cost by it.
   void ObserveDraftExposure(double exposed_share);
   double draft_exposure() const { return draft_exposure_; }
   const std::optional<ForwardCoefficients>& refit_target() const { return refit_target_; }
@@ -105,9 +121,10 @@ class LatencyModel {
     double scale = 1.0;                // draft_scale(pool)
   };
   ResolvedDrafter Resolve(const std::string& pool) const;
-  // DraftSeconds(pool, ...) for a resolved pool: the same figure.
+  // DraftSeconds(pool, ...) for a resolved pool: the same figure. `first_forward_tokens`: as
+  // for ObserveDraft, tokens the first forward feeds when that is more than one per request.
   double DraftSeconds(const ResolvedDrafter& drafter, absl::Span<const int32_t> ctx,
-                      absl::Span<const int32_t> k) const;
+                      absl::Span<const int32_t> k, double first_forward_tokens = -1) const;
   // How far observed target steps are from the file's coefficients (the multiplicative
   // correction, or the refit's ratio to the file at a typical step).
   double TargetCorrection() const;
@@ -129,6 +146,9 @@ class LatencyModel {
   std::optional<ForwardCoefficients> refit_target_;
   bool use_residual_ = true;
   BatchResidual residual_;
+  std::map<int32_t, double> batch_factors_;  // as in the file
+  BatchResidual batch_shape_;                // batch_factors_, interpolated
+  bool pipeline_ = false;
   double draft_exposure_ = 1.0;
   std::map<std::string, double> draft_scales_;
   nlohmann::json fit_info_;  // carried through load/save untouched

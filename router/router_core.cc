@@ -49,6 +49,7 @@ RouterCore::RouterCore(RouterOptions options, std::vector<VerifierClient*> verif
   while (instance_id_ == 0) instance_id_ = std::random_device()() & 0xFFFFFF;
   next_id_ = (static_cast<RequestId>(instance_id_) << kSequenceBits) | 1;
   latency_.set_batch_residual(options_.latency_residual);
+  latency_.set_pipeline(options_.pipeline);
 }
 
 RouterCore::~RouterCore() = default;
@@ -473,6 +474,10 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   snapshot_.latency_model = latency_.Summary();
   snapshot_.latency_refit = target_fit_.Describe();
   snapshot_.latency_refit["batch_residual"] = latency_.batch_residual().Describe();
+  // Each pool's draft-time correction (observed / predicted drafting, an EMA).
+  nlohmann::json scales = nlohmann::json::object();
+  for (const std::string& p : pool_names_) scales[p] = latency_.draft_scale(p);
+  snapshot_.latency_refit["draft_scales"] = scales;
 }
 
 ServerInfo RouterCore::Snapshot() const {

@@ -304,6 +304,7 @@ class RouterCore {
   std::vector<AheadCall> TimedAheadCalls(std::map<std::string, AheadCall> by_pool) const;
   void DraftAhead(std::vector<AheadCall>* calls);
   void ApplyDraftAhead(std::vector<AheadCall>& calls, double verify_compute, StepStats* stats);
+  void ObserveAheadCall(const AheadCall& call);  // feeds the draft-time correction
   // The drafters' side of a prefill (router_prefill_drafts.cc): while the verifier prefills new
   // requests, their pools prefill the same history and, with the pipeline, draft the first
   // decode step for the hypothesis that the target's first token is the drafter's.

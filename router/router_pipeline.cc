@@ -11,10 +11,11 @@
 //  - otherwise the draft is dropped and `known` stays at the committed length the drafter
 //    shared before the hypothesis, so the next Propose truncates the hypothetical tokens
 //    (DrafterCore keeps only known_length tokens) and catches up from there.
-// A request is drafted ahead only when that is expected to pay (PlanDraftAhead): the draft it
-// saves, times the chance that chain and guess all land (its acceptance estimate to the power
-// k + 1), against the part of a useless draft-ahead the verify call would not hide (the step
-// waits for both). The drafter's extra work runs on its own process, so that is the only cost.
+// A request is drafted ahead only when that is expected to pay (PlanDraftAhead): the Propose
+// it saves, times the chance that chain and guess all land (its acceptance estimate to the
+// power k + 1), against the part of the draft-ahead the verify call would not hide (the step
+// waits for it, landed or not). The drafter's extra work runs on its own process, so that is
+// the only cost. Goodput prices a pipelined step the same way (GoodputModel::Exposure).
 // Output stays exact: a draft made ahead was drafted from exactly the history the next step
 // verifies against, as any other draft; the verifier decides acceptance as always. Sampled
 // drafts made ahead and dropped only advance the drafter's random stream, which is
@@ -90,15 +91,15 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
                                           : plan.max_k + 1;
     const int32_t depth = std::min({k + 1, plan.max_k, remaining, room});
     if (depth <= 1) continue;
-    // Worth it when the draft it saves (with the chance that chain and guess all land, each
-    // token at the request's acceptance estimate) outweighs what a useless one costs: the part
-    // of it the verify call does not hide.
+    // Worth it when the Propose it saves the next step (with the chance that chain and guess
+    // all land, each token at the request's acceptance estimate) outweighs the part of it the
+    // verify call does not hide, which this step waits for whether it lands or not.
     const double a = tracker_.Request(r->id, r->pool);
     const double hit = std::pow(std::clamp(a, 0.0, 1.0), k + 1);
     const double draft_seconds = latency_.DraftSeconds(
         r->pool, std::vector<int32_t>{static_cast<int32_t>(r->history.size() + assumed.size())},
         std::vector<int32_t>{depth});
-    if (hit * draft_seconds < (1.0 - hit) * std::max(0.0, draft_seconds - verify_seconds)) continue;
+    if (hit * (draft_seconds + latency_.RpcSeconds()) < std::max(0.0, draft_seconds - verify_seconds)) continue;
     AheadCall& call = by_pool[r->pool];
     call.pool = r->pool;
     spec::ProposeItem item;
@@ -144,10 +145,24 @@ void RouterCore::DraftAhead(std::vector<AheadCall>* calls) {
   });
 }
 
+void RouterCore::ObserveAheadCall(const AheadCall& call) {
+  // The draft-time correction learns from these too: with the pipeline they are most of the
+  // drafting, and they run beside the verifier, as the overlap they are priced for does.
+  std::vector<int32_t> ctx, depth;
+  double fed = 0;
+  for (const spec::ProposeItem& item : call.items) {
+    ctx.push_back(item.known_length + static_cast<int32_t>(item.new_tokens.size()));
+    depth.push_back(item.shape.depth);
+    fed += static_cast<double>(item.new_tokens.size());
+  }
+  latency_.ObserveDraft(call.pool, ctx, depth, call.response->compute_seconds, fed);
+}
+
 void RouterCore::ApplyDraftAhead(std::vector<AheadCall>& calls, double verify_compute, StepStats* stats) {
   for (AheadCall& call : calls) {
     std::map<RequestId, spec::ProposeResult*> by_id;
     if (call.response.ok()) {
+      ObserveAheadCall(call);
       stats->draft_ahead_seconds += call.response->compute_seconds;
       // Pools draft ahead in parallel with each other and with the verifier: what a pool
       // computed within the verifier's compute time was hidden behind it.

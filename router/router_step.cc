@@ -265,7 +265,9 @@ RouterCore::PoolCall RouterCore::BuildPoolCall(const std::string& pool, std::vec
     item.sampling = r->request.sampling;
     call.items.push_back(std::move(item));
     call.ctx.push_back(static_cast<int32_t>(r->history.size()));
-    call.depth.push_back(plan.k[i]);
+    // The levels really drafted (one more with the pipeline): the draft-time correction
+    // compares the drafter's compute with this.
+    call.depth.push_back(item.shape.depth);
   }
   // Catch-up tokens (a whole history after a resend) are bounded by the target's cost for
   // them: generous, as a deadline should be.
@@ -471,7 +473,9 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
     any_verified = true;
     latency_.ObserveTarget(call.context_tokens, call.fed_tokens, call.response->compute_seconds);
     target_fit_.SetPrior(latency_.ScaledFileTarget());
-    target_fit_.Observe(call.context_tokens, call.fed_tokens, call.response->compute_seconds);
+    // The refit learns the line; the profiled batch shape stays on top of it.
+    target_fit_.Observe(call.context_tokens, call.fed_tokens,
+                        call.response->compute_seconds / latency_.TargetShape(call.fed_tokens));
     if (target_fit_.current().has_value()) latency_.SetRefitTarget(target_fit_.current()->coefficients);
   }
   stats->verify_seconds = plan.verify_compute;

@@ -248,6 +248,10 @@ absl::StatusOr<FittedModel> FitLatencyModel(const Profiler& profiler, const std:
   fitted.model.set_target(target_fit->coefficients);
   fitted.fit_info["target"] = FitJson(*target_fit, profiler.target_samples().size(), constrained, discarded);
   PrintFit("target", *target_fit, profiler.target_samples().size(), constrained, discarded);
+  fitted.model.set_target_batch_factors(BatchFactors(profiler.target_samples(), target_fit->coefficients));
+  std::printf("target batch shape (measured / line, by tokens fed):");
+  for (const auto& [n, f] : fitted.model.target_batch_factors()) std::printf(" %d:%.2f", n, f);
+  std::printf("\n");
   fitted.fit_info["drafters"] = nlohmann::json::object();
   for (const DrafterUnderTest& d : drafters) {
     router::DrafterCost cost;

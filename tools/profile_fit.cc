@@ -112,4 +112,54 @@ absl::StatusOr<router::ForwardFit> FitRobust(std::vector<router::ForwardSample> 
   }
 }
 
+std::map<int32_t, double> BatchFactors(absl::Span<const router::ForwardSample> samples,
+                                       const router::ForwardCoefficients& fit) {
+  std::map<int32_t, std::vector<double>> ratios;
+  for (const router::ForwardSample& x : samples) {
+    const double predicted = fit.Predict(x.n_context, x.n_batched);
+    if (!(predicted > 0) || !(x.seconds > 0) || !(x.n_batched >= 1)) continue;
+    ratios[static_cast<int32_t>(std::lround(x.n_batched))].push_back(x.seconds / predicted);
+  }
+  // Per size, the median ratio and the time it implies at the samples' mean context.
+  double mean_context = 0;
+  for (const router::ForwardSample& x : samples) mean_context += x.n_context;
+  mean_context /= std::max<double>(1.0, static_cast<double>(samples.size()));
+  std::vector<int32_t> sizes;
+  std::vector<double> times;
+  for (auto& [n, r] : ratios) {
+    const size_t mid = r.size() / 2;
+    std::nth_element(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(mid), r.end());
+    double median = r[mid];
+    if (r.size() % 2 == 0) {
+      median = 0.5 * (median + *std::max_element(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(mid)));
+    }
+    sizes.push_back(n);
+    times.push_back(median * fit.Predict(mean_context, n));
+  }
+  // A forward of more tokens never costs less: the implied times are made non-decreasing by
+  // pooling adjacent violators (each pool at its mean), so noise between neighbouring sizes
+  // does not price a longer chain below a shorter one.
+  std::vector<double> pool_sum, pool_count;
+  for (double t : times) {
+    pool_sum.push_back(t);
+    pool_count.push_back(1);
+    while (pool_sum.size() > 1 && pool_sum[pool_sum.size() - 2] / pool_count[pool_count.size() - 2] >
+                                      pool_sum.back() / pool_count.back()) {
+      pool_sum[pool_sum.size() - 2] += pool_sum.back();
+      pool_count[pool_count.size() - 2] += pool_count.back();
+      pool_sum.pop_back();
+      pool_count.pop_back();
+    }
+  }
+  std::map<int32_t, double> factors;
+  size_t at = 0;
+  for (size_t p = 0; p < pool_sum.size(); ++p) {
+    const double t = pool_sum[p] / pool_count[p];
+    for (int c = 0; c < static_cast<int>(pool_count[p]); ++c, ++at) {
+      factors[sizes[at]] = t / fit.Predict(mean_context, sizes[at]);
+    }
+  }
+  return factors;
+}
+
 }  // namespace splitspec::tools

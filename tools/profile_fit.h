@@ -6,6 +6,8 @@
 #define SPLITSPEC_TOOLS_PROFILE_FIT_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,6 +33,14 @@ inline constexpr double kOutlierRelativeError = 0.5;
 // aside and the fit redone, at most a quarter of the samples. `discarded` counts them.
 absl::StatusOr<router::ForwardFit> FitRobust(std::vector<router::ForwardSample> samples, bool* constrained,
                                              size_t* discarded);
+
+// The batch shape the line misses (router/latency_model.h, target.batch_factors): per fed-token
+// count in the samples, the median of observed / fitted time over its samples (a median, so
+// a stalled sample does not set a size's factor), then adjusted so that the times they imply
+// at the samples' mean context never fall as the count grows (neighbouring sizes that
+// disagree are pooled at their mean).
+std::map<int32_t, double> BatchFactors(absl::Span<const router::ForwardSample> samples,
+                                       const router::ForwardCoefficients& fit);
 
 }  // namespace splitspec::tools
 

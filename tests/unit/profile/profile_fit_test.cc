@@ -2,6 +2,8 @@
 // unconstrained fit goes negative is refit at zero, and a stall-inflated sample is set aside.
 #include "tools/profile_fit.h"
 
+#include <algorithm>
+#include <map>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -69,6 +71,45 @@ TEST(ProfileFitTest, AtMostAQuarterOfTheSamplesIsSetAside) {
   auto fit = FitRobust(samples, &constrained, &discarded);
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_LE(discarded, samples.size() / 4);
+}
+
+// A forward bound by weight reads costs the same for 1 to 4 tokens and then rises: the line
+// cannot follow that, the batch factors put it back (times at the samples' mean context).
+TEST(ProfileFitTest, BatchFactorsGiveBackAFlatThenRisingForward) {
+  auto forward = [](double n) { return std::max(0.006, 0.0015 * n); };  // flat to 4, then 1.5 ms/token
+  std::vector<ForwardSample> samples;
+  for (double n : {1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0}) {
+    for (double context : {100.0, 200.0, 300.0}) samples.push_back({context, n, forward(n)});
+  }
+  samples.push_back({200, 2.0, 0.5});  // one stalled sample: the median ignores it
+  bool constrained = false;
+  size_t discarded = 0;
+  auto fit = FitRobust(samples, &constrained, &discarded);
+  ASSERT_TRUE(fit.ok());
+  const std::map<int32_t, double> factors = BatchFactors(samples, fit->coefficients);
+  ASSERT_EQ(factors.size(), 7u);
+  // At the samples' mean context (200), within what the fit's context term moves the median.
+  for (const auto& [n, f] : factors) {
+    EXPECT_NEAR(f * fit->coefficients.Predict(200, n), forward(n), 0.02 * forward(n)) << n;
+  }
+}
+
+// Neighbouring sizes whose measured times disagree with their order are pooled at their mean:
+// the implied times never fall as the token count grows.
+TEST(ProfileFitTest, BatchFactorsNeverPriceMoreTokensCheaper) {
+  const router::ForwardCoefficients line{0, 0.001, 0.004};
+  std::vector<ForwardSample> samples = {{0, 1, 0.0050}, {0, 2, 0.0070}, {0, 3, 0.0060}, {0, 4, 0.0080}};
+  const std::map<int32_t, double> factors = BatchFactors(samples, line);
+  double previous = 0;
+  for (const auto& [n, f] : factors) {
+    const double t = f * line.Predict(0, n);
+    EXPECT_GE(t, previous - 1e-12) << n;
+    previous = t;
+  }
+  EXPECT_NEAR(factors.at(2) * line.Predict(0, 2), 0.0065, 1e-12);
+  EXPECT_NEAR(factors.at(3) * line.Predict(0, 3), 0.0065, 1e-12);
+  EXPECT_NEAR(factors.at(1) * line.Predict(0, 1), 0.0050, 1e-12);
+  EXPECT_NEAR(factors.at(4) * line.Predict(0, 4), 0.0080, 1e-12);
 }
 
 }  // namespace

@@ -200,6 +200,8 @@ class FakeDrafter : public DrafterClient {
   explicit FakeDrafter(double accuracy = 0.7, uint64_t salt = 1)
       : accuracy_(accuracy), salt_(salt) {}
   void set_accuracy(double accuracy) { accuracy_ = accuracy; }
+  // The compute time each call reports: this many seconds per level drafted (its deepest item).
+  double seconds_per_level = 0;
 
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items) override {
     ++calls;
@@ -209,6 +211,9 @@ class FakeDrafter : public DrafterClient {
       return absl::UnavailableError("fake drafter down");
     }
     spec::ProposeResponse resp;
+    int32_t levels = 0;
+    for (const auto& item : items) levels = std::max(levels, item.shape.depth);
+    resp.compute_seconds = seconds_per_level * levels;
     for (const auto& item : items) {
       proposed_ids.insert(item.id);
       sent[item.id].push_back({static_cast<int32_t>(item.new_tokens.size()), item.shape.depth});

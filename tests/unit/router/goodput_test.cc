@@ -1,6 +1,8 @@
 // Goodput: the exact per-request optimiser against brute force; regime checks.
 #include "router/goodput.h"
 
+#include <cmath>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -120,25 +122,81 @@ TEST(GoodputTest, FindsDraftingThatPaysOnlyPastTheDearFirstToken) {
   EXPECT_NEAR(g.BestPrefix(1, /*per_request=*/false).goodput, brute, 1e-9 * brute);
 }
 
-// With the pipeline hiding half of the drafting behind verification, a step waits for half of
-// the draft time, in the step time and in the exact optimiser's costs alike.
-TEST(GoodputTest, DraftExposureScalesTheDraftCost) {
-  LatencyModel m = TwoPoolModel();
-  const std::vector<GoodputItem> items = {{100, 0.7, "draft", true}, {50, 0.5, "draft", true}};
-  const std::vector<int32_t> k = {2, 1};
-  const double serial = GoodputModel(m, items, 4).StepSeconds(k);
-  for (int i = 0; i < 200; ++i) m.ObserveDraftExposure(0.5);
-  EXPECT_NEAR(m.draft_exposure(), 0.5, 1e-6);
+// A drafter costing about a third of a target step per token, as an 8-bit copy of the target
+// drafting for it would; one pool, a single request.
+LatencyModel SelfDraftModel(bool pipeline) {
+  LatencyModel m;
+  m.set_target({2e-6, 7e-4, 0.0025});
+  m.set_drafter("draft", DrafterCost{false, {1e-6, 5e-4, 0.0008}, 0});
+  m.set_rpc_seconds(0.0005);
+  m.set_pipeline(pipeline);
+  return m;
+}
+
+// Without misses, a draft made ahead that fits inside the verify call costs the step nothing:
+// not its compute and not its RPC.
+TEST(GoodputTest, PipelineHidesADraftAheadThatFitsInTheVerify) {
+  LatencyModel m = TwoPoolModel();  // drafting ~2 ms a level against a 10 ms verify
+  m.set_pipeline(true);
+  const std::vector<GoodputItem> items = {{100, 1.0, "draft", true}};
   GoodputModel g(m, items, 4);
-  const double target = 1e-6 * 150 + 2e-4 * 5 + 0.010;
-  const double draft = (2e-7 * 150 + 3e-5 * 2 + 0.002) + (2e-7 * 101 + 3e-5 * 1 + 0.002);
-  EXPECT_NEAR(serial - g.StepSeconds(k), 0.5 * draft, 1e-9);
-  EXPECT_NEAR(g.StepSeconds(k), target + 0.5 * draft + 2 * 0.0003, 1e-9);
-  EXPECT_NEAR(g.Goodput(g.BestPerRequest()), BruteForceBest(g, items, 4), 1e-9);
-  // Cheaper drafting never makes the best proposals shorter.
-  const std::vector<int32_t> before = GoodputModel(TwoPoolModel(), items, 4).BestPerRequest();
-  const std::vector<int32_t> after = g.BestPerRequest();
-  for (size_t i = 0; i < items.size(); ++i) EXPECT_GE(after[i], before[i]);
+  EXPECT_NEAR(g.StepSeconds({2}), m.TargetSeconds(100, 3) + m.RpcSeconds(), 1e-12);
+  EXPECT_DOUBLE_EQ(g.Exposure(0, 2).draft, 0.0);
+  EXPECT_DOUBLE_EQ(g.Exposure(0, 2).rpc, 0.0);
+  // The deepest chain has no guess to draft ahead from: it is priced as serial.
+  const GoodputModel serial(TwoPoolModel(), items, 4);
+  EXPECT_NEAR(g.StepSeconds({4}), serial.StepSeconds({4}), 1e-12);
+}
+
+// The step waits for what of the draft made ahead (one level deeper, its first forward feeding
+// the chain and the guess) outlasts the verify call, and for a serial Propose (also one level
+// deeper) when the draft made ahead missed.
+TEST(GoodputTest, PipelineChargesWhatOutlastsTheVerifyAndWhatMisses) {
+  const LatencyModel m = SelfDraftModel(true);
+  const double a = 0.9;
+  const int32_t k = 3;
+  GoodputModel g(m, {{300, a, "draft", true}}, 8);
+  const LatencyModel::ResolvedDrafter d = m.Resolve("draft");
+  const double verify = m.TargetSeconds(300, k + 1);
+  const double serial = m.DraftSeconds(d, std::vector<int32_t>{300}, std::vector<int32_t>{k + 1});
+  const double ahead = m.DraftSeconds(d, std::vector<int32_t>{300 + k + 1}, std::vector<int32_t>{k + 1}, k + 1);
+  const double hit = std::pow(a, k + 1);
+  ASSERT_GT(ahead, verify);  // the case this test is about
+  const double expected = verify + m.RpcSeconds() + (1 - hit) * (serial + m.RpcSeconds()) + (ahead - verify);
+  EXPECT_NEAR(g.StepSeconds({k}), expected, 1e-12);
+  // Lower acceptance, more misses: dearer.
+  GoodputModel worse(m, {{300, 0.6, "draft", true}}, 8);
+  EXPECT_GT(worse.StepSeconds({k}), g.StepSeconds({k}));
+}
+
+// Where a miss and the overrun cost more than the Propose a draft made ahead saves, the
+// router does not draft ahead (RouterCore::PlanDraftAhead), so goodput prices the step serial:
+// the chain one level deeper for its guess.
+TEST(GoodputTest, PipelineWithoutAPayingDraftAheadIsPricedSerial) {
+  const LatencyModel m = SelfDraftModel(true);
+  GoodputModel g(m, {{300, 0.2, "draft", true}}, 8);
+  const LatencyModel::ResolvedDrafter d = m.Resolve("draft");
+  const double serial = m.DraftSeconds(d, std::vector<int32_t>{300}, std::vector<int32_t>{3});
+  EXPECT_NEAR(g.StepSeconds({2}), m.TargetSeconds(300, 3) + serial + 2 * m.RpcSeconds(), 1e-12);
+  EXPECT_DOUBLE_EQ(g.Exposure(0, 2).rpc, 1.0);
+}
+
+// A drafter whose guesses nearly always land but whose forwards cost a third of the target's:
+// serially the longest chains pay best (the verify's fixed cost is shared by more tokens); with
+// the pipeline a chain whose draft made ahead fits the verify does, and it beats the serial
+// optimum.
+TEST(GoodputTest, PipelinePrefersChainsWhoseDraftAheadFitsTheVerify) {
+  const std::vector<GoodputItem> items = {{300, 0.99, "draft", true}};
+  const LatencyModel serial_model = SelfDraftModel(false), pipelined_model = SelfDraftModel(true);
+  const GoodputModel serial(serial_model, items, 8), pipelined(pipelined_model, items, 8);
+  const int32_t k_serial = serial.BestPerRequest()[0], k_pipelined = pipelined.BestPerRequest()[0];
+  EXPECT_GE(k_serial, 6);
+  EXPECT_GE(k_pipelined, 1);
+  EXPECT_LT(k_pipelined, k_serial);
+  EXPECT_GT(pipelined.Goodput({k_pipelined}), 1.1 * serial.Goodput({k_serial}));
+  EXPECT_EQ(pipelined.BestUniform()[0], k_pipelined);
+  EXPECT_EQ(pipelined.BestPrefix(1, true).k[0], k_pipelined);
+  EXPECT_EQ(pipelined.BestPrefix(1, false).k[0], k_pipelined);
 }
 
 TEST(GoodputTest, PerRequestOptimumMatchesBruteForce) {
@@ -168,6 +226,58 @@ TEST(GoodputTest, PerRequestOptimumMatchesBruteForce) {
     const double brute = BruteForceBest(g, items, v);
     EXPECT_NEAR(g.Goodput(k), brute, 1e-9 * brute) << "trial " << trial;
   }
+}
+
+// With the pipeline the optimiser's candidates (one per depth vector) still hold the best
+// goodput over every k vector, for the models and batches of these trials.
+TEST(GoodputTest, PipelinedPerRequestOptimumMatchesBruteForce) {
+  std::mt19937_64 rng(321);
+  std::uniform_real_distribution<double> acc(0.05, 0.995);
+  std::uniform_int_distribution<int> ctx(1, 3000), n_dist(1, 4), v_dist(1, 5), pool(0, 2);
+  for (int trial = 0; trial < 300; ++trial) {
+    LatencyModel m = trial % 2 == 0 ? TwoPoolModel() : SelfDraftModel(true);
+    if (trial % 2 == 0) m.set_drafter("ngram", DrafterCost{true, {}, 0.0015});
+    m.set_pipeline(true);
+    std::vector<GoodputItem> items;
+    const int n = n_dist(rng);
+    for (int i = 0; i < n; ++i) {
+      const int p = pool(rng);
+      items.push_back({ctx(rng), acc(rng), p == 1 ? "ngram" : "draft", p != 2 || i == 0});
+    }
+    const int v = v_dist(rng);
+    GoodputModel g(m, items, v);
+    const double brute = BruteForceBest(g, items, v);
+    EXPECT_NEAR(g.Goodput(g.BestPerRequest()), brute, 1e-9 * brute) << "trial " << trial;
+  }
+}
+
+// A target whose forward is flat while weight reads bound it (the profiled batch shape): every
+// search prices its candidates with it, including the batch-granularity prefix search, whose
+// own accumulation is otherwise linear, and the per-request solver, whose costs are.
+TEST(GoodputTest, TheTargetsBatchShapePricesEveryCandidate) {
+  LatencyModel line = SelfDraftModel(false);
+  line.set_drafter("draft", DrafterCost{false, {0, 1e-4, 2e-4}, 0});  // a cheap drafter
+  LatencyModel shaped = line;
+  // T(n) at context 300 stays at T(1) up to 6 tokens, then follows the line.
+  std::map<int32_t, double> factors;
+  for (int32_t n = 1; n <= 6; ++n) factors[n] = line.TargetSeconds(300, 1) / line.TargetSeconds(300, n);
+  factors[7] = 1.0;
+  shaped.set_target_batch_factors(factors);
+  const std::vector<GoodputItem> items = {{300, 0.7, "draft", true}};
+  auto best_by_enumeration = [&](const GoodputModel& g) {
+    int32_t best = 0;
+    for (int32_t k = 1; k <= 8; ++k) {
+      if (g.Goodput({k}) > g.Goodput({best})) best = k;
+    }
+    return best;
+  };
+  const GoodputModel by_line(line, items, 8), by_shape(shaped, items, 8);
+  const int32_t k_line = best_by_enumeration(by_line), k_shape = best_by_enumeration(by_shape);
+  EXPECT_GT(k_shape, k_line);  // verifying more tokens costs nothing up to 6: draft more
+  EXPECT_EQ(by_shape.BestUniform()[0], k_shape);
+  EXPECT_EQ(by_shape.BestPerRequest()[0], k_shape);
+  EXPECT_EQ(by_shape.BestPrefix(1, false).k[0], k_shape);
+  EXPECT_EQ(by_shape.BestPrefix(1, true).k[0], k_shape);
 }
 
 TEST(GoodputTest, UniformOptimumMatchesEnumeration) {

@@ -171,5 +171,39 @@ TEST(LatencyModelTest, BatchResidualCorrectsTheRefitOnly) {
   EXPECT_NEAR(m.TargetSeconds(100, 17), line.Predict(100, 17), 1e-12);
 }
 
+// A profiled batch shape (target.batch_factors): predictions are the line times the shape,
+// interpolated between profiled sizes and held beyond them; it survives a save and load.
+TEST(LatencyModelTest, BatchShapeMultipliesTheLineAndRoundTrips) {
+  const ForwardCoefficients line{0, 1e-3, 0.005};
+  LatencyModel m;
+  m.set_target(line);
+  m.set_target_batch_factors({{1, 1.5}, {4, 1.0}, {8, 0.9}});
+  EXPECT_NEAR(m.TargetSeconds(0, 1), 1.5 * line.Predict(0, 1), 1e-12);
+  EXPECT_NEAR(m.TargetSeconds(0, 8), 0.9 * line.Predict(0, 8), 1e-12);
+  EXPECT_NEAR(m.TargetSeconds(0, 32), 0.9 * line.Predict(0, 32), 1e-12);  // held beyond
+  const double mid = m.TargetSeconds(0, 2);  // between 1.5 and 1.0 of the line at 2
+  EXPECT_GT(mid, 1.0 * line.Predict(0, 2));
+  EXPECT_LT(mid, 1.5 * line.Predict(0, 2));
+  auto loaded = LatencyModel::FromJson(m.ToJson());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->ToJson(), m.ToJson());
+  EXPECT_DOUBLE_EQ(loaded->TargetSeconds(0, 1), m.TargetSeconds(0, 1));
+
+  // The online corrections learn on top of the shape: a machine 20% slower everywhere moves
+  // the scale to 1.2 and keeps the shape; with a refit, the line times the shape.
+  for (int i = 0; i < 400; ++i) m.ObserveTarget(0, 4, 1.2 * m.TargetShape(4) * line.Predict(0, 4));
+  EXPECT_NEAR(m.target_scale(), 1.2, 1e-3);
+  EXPECT_NEAR(m.TargetSeconds(0, 1) / m.TargetSeconds(0, 4), 1.5 * line.Predict(0, 1) / line.Predict(0, 4), 1e-9);
+  m.SetRefitTarget(line);
+  m.set_batch_residual(false);
+  EXPECT_NEAR(m.TargetSeconds(0, 1), 1.5 * line.Predict(0, 1), 1e-12);
+
+  for (const nlohmann::json& bad : {nlohmann::json{{"0", 1.0}}, nlohmann::json{{"x", 1.0}}, nlohmann::json{{"2", -1.0}},
+                                    nlohmann::json{{"2", "one"}}, nlohmann::json::array()}) {
+    EXPECT_FALSE(LatencyModel::FromJson({{"target", {{"alpha", 0}, {"gamma", 0}, {"delta", 0.01}, {"batch_factors", bad}}}}).ok())
+        << bad.dump();
+  }
+}
+
 }  // namespace
 }  // namespace splitspec::router

@@ -85,6 +85,35 @@ TEST(PipelineTest, AHypothesisThatNeverHoldsIsDroppedEveryTime) {
   EXPECT_GT(run.info.draft_ahead_dropped, 0);
 }
 
+// The draft-time correction compares a drafter's compute with the levels it really drafted:
+// with the pipeline a chain of k is drafted k + 1 deep, and the drafts made ahead count too. A
+// drafter exactly as fast as the latency model says keeps a correction of 1 (comparing with k
+// levels made it (k + 1) / k, and the policy then priced every draft that much dearer).
+TEST(PipelineTest, TheDraftTimeCorrectionCountsTheLevelsReallyDrafted) {
+  for (const bool pipeline : {false, true}) {
+    RouterOptions options;
+    options.pipeline = pipeline;
+    Harness h("static:2", options);
+    h.drafters[0] = std::make_unique<FakeDrafter>(0.9, 11);
+    h.drafters[0]->seconds_per_level = 0.002;
+    LatencyModel model;
+    model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0, 0.002}, 0});
+    h.core = std::make_unique<RouterCore>(options, &h.verifier, DrafterPools{{"pool0", h.drafters[0].get()}},
+                                          std::move(*MakePolicy("static:2", nlohmann::json::object())), model,
+                                          &h.clock);
+    ASSERT_TRUE(h.core->Init().ok());
+    auto id = h.Submit(Prompt(50, 9), 60);
+    ASSERT_TRUE(id.ok());
+    h.RunUntilIdle();
+    EXPECT_EQ(h.out[*id].tokens, ReferenceGeneration(Prompt(50, 9), 60));
+    const ServerInfo info = h.core->Snapshot();
+    if (pipeline) {
+      EXPECT_GT(info.draft_ahead_used, 0);
+    }
+    EXPECT_NEAR(info.latency_refit["draft_scales"]["pool0"].get<double>(), 1.0, 1e-6) << "pipeline " << pipeline;
+  }
+}
+
 TEST(PipelineTest, OffMeansNoDraftAhead) {
   const PipelineRun run = RunPipelined(0.8, 2, 30, /*pipeline=*/false);
   EXPECT_EQ(run.info.draft_ahead_used, 0);
