@@ -117,19 +117,33 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
   return TimedAheadCalls(std::move(by_pool));
 }
 
+namespace {
+
+// A Propose call in the latency model's terms: each item's context once its new tokens are
+// fed, its depth, and the tokens the first forward feeds.
+struct ProposeShape {
+  std::vector<int32_t> ctx, depth;
+  double fed = 0;
+};
+ProposeShape ShapeOf(const std::vector<spec::ProposeItem>& items) {
+  ProposeShape shape;
+  for (const spec::ProposeItem& item : items) {
+    shape.ctx.push_back(item.known_length + static_cast<int32_t>(item.new_tokens.size()));
+    shape.depth.push_back(item.shape.depth);
+    shape.fed += static_cast<double>(item.new_tokens.size());
+  }
+  return shape;
+}
+
+}  // namespace
+
 std::vector<RouterCore::AheadCall> RouterCore::TimedAheadCalls(std::map<std::string, AheadCall> by_pool) const {
   std::vector<AheadCall> calls;
   for (auto& [pool, call] : by_pool) {
-    std::vector<int32_t> ctx, depth;
-    double tokens = 0;
-    for (const spec::ProposeItem& item : call.items) {
-      ctx.push_back(item.known_length + static_cast<int32_t>(item.new_tokens.size()));
-      depth.push_back(item.shape.depth);
-      tokens += static_cast<double>(item.new_tokens.size());
-    }
+    const ProposeShape shape = ShapeOf(call.items);
     // Feeding the new tokens costs the drafter at most what it costs the target.
-    call.timeout = CallTimeout(latency_.DraftSeconds(pool, ctx, depth) + latency_.TargetSeconds(0, tokens) +
-                                   latency_.RpcSeconds(),
+    call.timeout = CallTimeout(latency_.DraftSeconds(pool, shape.ctx, shape.depth) +
+                                   latency_.TargetSeconds(0, shape.fed) + latency_.RpcSeconds(),
                                1.0);
     calls.push_back(std::move(call));
   }
@@ -148,14 +162,8 @@ void RouterCore::DraftAhead(std::vector<AheadCall>* calls) {
 void RouterCore::ObserveAheadCall(const AheadCall& call) {
   // The draft-time correction learns from these too: with the pipeline they are most of the
   // drafting, and they run beside the verifier, as the overlap they are priced for does.
-  std::vector<int32_t> ctx, depth;
-  double fed = 0;
-  for (const spec::ProposeItem& item : call.items) {
-    ctx.push_back(item.known_length + static_cast<int32_t>(item.new_tokens.size()));
-    depth.push_back(item.shape.depth);
-    fed += static_cast<double>(item.new_tokens.size());
-  }
-  latency_.ObserveDraft(call.pool, ctx, depth, call.response->compute_seconds, fed);
+  const ProposeShape shape = ShapeOf(call.items);
+  latency_.ObserveDraft(call.pool, shape.ctx, shape.depth, call.response->compute_seconds, shape.fed);
 }
 
 void RouterCore::ApplyDraftAhead(std::vector<AheadCall>& calls, double verify_compute, StepStats* stats) {
