@@ -48,7 +48,9 @@ absl::StatusOr<std::map<int32_t, double>> ParseBatchFactors(const nlohmann::json
   std::map<int32_t, double> factors;
   for (const auto& [key, value] : j.items()) {
     int32_t n = 0;
-    if (!absl::SimpleAtoi(key, &n) || n < 1) return bad(absl::StrCat("key '", key, "' is not a token count >= 1"));
+    if (!absl::SimpleAtoi(key, &n) || n < 1) {
+      return bad(absl::StrCat("key '", key, "' is not a token count >= 1"));
+    }
     if (!value.is_number() || !(value.get<double>() > 0) || !std::isfinite(value.get<double>())) {
       return bad(absl::StrCat("factor for ", key, " must be a finite number > 0"));
     }
@@ -299,7 +301,9 @@ std::string LatencyModel::Summary() const {
       "%s | target alpha=%.3g gamma=%.3g delta=%.3g (x%.2f) rpc=%.3gs", description_,
       target_.alpha, target_.gamma, target_.delta, target_scale_, rpc_seconds_);
   if (draft_exposure_ < 1.0) absl::StrAppendFormat(&s, " | draft exposed %.2f", draft_exposure_);
-  if (!batch_factors_.empty()) absl::StrAppendFormat(&s, " | batch shape over %d sizes", batch_factors_.size());
+  if (!batch_factors_.empty()) {
+    absl::StrAppendFormat(&s, " | batch shape over %d sizes", batch_factors_.size());
+  }
   if (refit_target_.has_value()) {
     absl::StrAppendFormat(&s, " | refit alpha=%.3g gamma=%.3g delta=%.3g", refit_target_->alpha,
                           refit_target_->gamma, refit_target_->delta);

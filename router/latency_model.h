@@ -77,8 +77,8 @@ class LatencyModel {
                       absl::Span<const int32_t> k) const;
 
   // Online correction: each observation moves a multiplicative scale (EMA, clamped to
-  // [0.1, 10]) towards observed / raw prediction (the file's line times its shape); the RPC overhead is an EMA of what the
-  // step's wall time leaves after the workers' compute.
+  // [0.1, 10]) towards observed / raw prediction (the file's line times its shape); the RPC
+  // overhead is an EMA of what the step's wall time leaves after the workers' compute.
   void ObserveTarget(double n_context, double n_batched, double observed_seconds);
   // `first_forward_tokens`: tokens the drafter's first forward really fed (its catch-up on
   // newly committed tokens, a whole history for a lazy prefill); predictions assume one per

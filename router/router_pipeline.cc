@@ -99,7 +99,8 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     const double draft_seconds = latency_.DraftSeconds(
         r->pool, std::vector<int32_t>{static_cast<int32_t>(r->history.size() + assumed.size())},
         std::vector<int32_t>{depth});
-    if (hit * (draft_seconds + latency_.RpcSeconds()) < std::max(0.0, draft_seconds - verify_seconds)) continue;
+    const double overrun = std::max(0.0, draft_seconds - verify_seconds);
+    if (hit * (draft_seconds + latency_.RpcSeconds()) < overrun) continue;
     AheadCall& call = by_pool[r->pool];
     call.pool = r->pool;
     spec::ProposeItem item;

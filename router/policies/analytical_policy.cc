@@ -35,12 +35,13 @@ std::vector<int32_t> AnalyticalPolicy::Decide(const PolicyInput& input) {
     const DrafterCost draft = model.EffectiveDrafter(r.pool);
     // a_q: one draft forward over the batch; model-free proposers cost a constant per step.
     // Scaled by the observed share of drafting steps wait for (1 without the pipeline).
-    const double a_q = draft.model_free ? 0.0 : draft.forward.Predict(n_ctx, n) * model.draft_exposure();
+    const double exposure = model.draft_exposure();
+    const double a_q = draft.model_free ? 0.0 : draft.forward.Predict(n_ctx, n) * exposure;
     double best = -1;
     for (int32_t g = 0; g <= gmax; ++g) {
       const double b_p = model.TargetSeconds(n_ctx, n + g) + rpc;
       const double cost =
-          g * a_q + b_p + (g > 0 ? rpc + (draft.model_free ? draft.constant_seconds * model.draft_exposure() : 0) : 0);
+          g * a_q + b_p + (g > 0 ? rpc + (draft.model_free ? draft.constant_seconds * exposure : 0) : 0);
       const double value = ExpectedChainLength(b, g) / cost;
       if (value > best * (1 + 1e-12)) {
         best = value;
