@@ -5,9 +5,11 @@
 #   2. greedy generation on --device cuda against --device cpu, text for text, for the bundled
 #      draft and for random models of the `medium` shape in F32, F16 and BF16;
 #   3. bench-engine --device cuda on those models;
-#   4. the services with --device cuda (verifier and drafter on the GPU, the router on the
-#      host): greedy output of policies none, static:3 and smartspec equals the target alone on
-#      the CPU, then a short serving benchmark.
+#   4. the services with --device cuda (verifier and drafters on the GPU, the router on the
+#      host): greedy output equals the target alone on the CPU for policies none, static:3 and
+#      smartspec with a one-layer draft (rejected drafts) and for static:3 and smartspec with
+#      the target drafting for itself (accepted drafts), each also with --pipeline on; then a
+#      short serving benchmark.
 # Every step has a time limit and the run goes on after a failure; the summary at the end lists
 # each step's result, and the exit status is 1 if any failed.
 #   scripts/cuda-check.sh [--bin DIR] [--out DIR] [--device cuda|cuda:N]
@@ -132,28 +134,46 @@ if [ -f "$target/config.json" ] && "$bin/splitspec" make-model --draft-of "$targ
   if start verifier "$bin/splitspec-verifier" --model "$target" --device "$device" --host "unix://$sock/verifier" --expose-model-path \
        --metrics-port -1 &&
      start drafter "$bin/splitspec-drafter" --model "$draft" --device "$device" --host "unix://$sock/drafter" \
+       --metrics-port -1 &&
+     start self-drafter "$bin/splitspec-drafter" --model "$target" --device "$device" --host "unix://$sock/self" \
        --metrics-port -1; then
     record "services start on $device" 0
     step "generate-services-reference-cpu" 120 "$bin/splitspec" generate --model "$target" --device cpu \
       --prompt "$prompt" --max-tokens 64
     port=50160
-    for policy in none static:3 smartspec; do
+    declare -A router_port=()
+    # DRAFTER:POLICY[+pipeline]; the self drafter's drafts are the target's own tokens.
+    for run in drafter:none drafter:static:3 drafter:smartspec drafter:static:3+pipeline \
+               self:static:3 self:smartspec self:static:3+pipeline self:smartspec+pipeline; do
       port=$((port + 1))
-      tag="${policy//:/}"
+      drafter_socket="${run%%:*}"
+      policy="${run#*:}"
+      pipeline=off
+      if [[ "$policy" == *+pipeline ]]; then
+        pipeline=on
+        policy="${policy%+pipeline}"
+      fi
+      tag="$drafter_socket-${policy//:/}"
+      [ "$pipeline" = on ] && tag="$tag-pipeline"
       if start "router-$tag" "$bin/splitspec-router" --verifier "unix://$sock/verifier" \
-           --drafter "model=unix://$sock/drafter" --policy "$policy" --port "$port" --metrics-port -1; then
+           --drafter "model=unix://$sock/$drafter_socket" --policy "$policy" --pipeline "$pipeline" \
+           --port "$port" --metrics-port -1; then
+        router_port[$tag]=$port
         step "generate-services-$tag" 120 "$bin/splitspec" generate --router "127.0.0.1:$port" \
           --prompt "$prompt" --max-tokens 64
         same_text "services-$tag-greedy-equals-cpu-target" "$out/generate-services-reference-cpu.log" \
           "$prompt_lines" "$out/generate-services-$tag.log" 0
       else
-        record "router $policy start" 1
+        record "router $tag start" 1
       fi
     done
     if [ -f bench/workloads/code.jsonl ]; then
-      step "serving-bench-smartspec" 120 "$bin/splitspec" bench --router "127.0.0.1:$port" \
-        --workload bench/workloads/code.jsonl --concurrency 1,8 --duration 10 --drain 30 --max-tokens 64 \
-        --no-progress --out-prefix "$out/serving"
+      for tag in drafter-smartspec self-smartspec self-smartspec-pipeline; do
+        [ -n "${router_port[$tag]:-}" ] || continue
+        step "serving-bench-$tag" 120 "$bin/splitspec" bench --router "127.0.0.1:${router_port[$tag]}" \
+          --workload bench/workloads/code.jsonl --concurrency 1,8 --duration 10 --drain 30 --max-tokens 64 \
+          --no-progress --out-prefix "$out/serving-$tag"
+      done
     fi
   else
     record "services start on $device" 1
