@@ -6,9 +6,10 @@
 // requests get the draft's argmax tokens and no q (one-hot). Sampled requests (temperature > 0)
 // get tokens drawn from the draft's ComputeProbabilities under the request's temperature /
 // top-k / top-p, with those dense q rows returned in DraftProposal.probs: exact rejection
-// sampling at the verifier needs the whole q each token was drawn from. The draws come from a
-// per-request Rng seeded from the request's seed (a stream distinct from the verifier's), so a
-// request's drafts are reproducible.
+// sampling at the verifier needs the whole q each token was drawn from. The draws come from the
+// request's seed (mixed so they are distinct from the verifier's): a chain token's from a draw
+// keyed by its position in the sequence, so the same context gives the same token whichever
+// call drafts it, a tree's from a per-request stream; a request's drafts are reproducible.
 //
 // KV sync: the proposer remembers the tokens it put in each request's KV cache (the committed
 // history it had seen plus the draft tokens it speculated). On each Propose it keeps the
