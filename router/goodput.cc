@@ -128,11 +128,10 @@ void GoodputModel::ComputePipelineExposure() {
       for (double a : acceptance) hit += std::pow(a, d + 1);
       hit /= n;
       const double outlasting = std::max(0.0, ahead - verify);
-      if ((1 - hit) * (serial + rpc) + outlasting < serial + rpc) {
+      // Otherwise the chain gets no guess and drafts as without the pipeline (exposure 1).
+      if ((1 - hit) * (serial + rpc) + outlasting < linear + rpc) {
         e.draft = ((1 - hit) * serial + outlasting) / linear;
         e.rpc = 1 - hit;
-      } else {
-        e.draft = serial / linear;
       }
     }
   }

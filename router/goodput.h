@@ -83,8 +83,9 @@ class GoodputModel {
   // only when the draft made ahead missed (h: the chance that chain and guess all land, each
   // token at its request's acceptance estimate, averaged over the pool's requests):
   //   exposed = (1 - h) * (T_draft(D + 1) + rpc) + max(0, T_ahead(D + 1) - T_verify(D))
-  // or the serial T_draft(D + 1) + rpc where drafting ahead would not pay (the same test as
-  // RouterCore::PlanDraftAhead's). At D = max_k there is no guess, so no draft ahead.
+  // or, where that is not below the serial T_draft(D) + rpc, the serial figures: the chain
+  // then gets no guess and nothing is drafted ahead (the same test as
+  // RouterCore::DraftGuessPays). At D = max_k there is no guess, so no draft ahead.
   struct DraftExposure {
     double draft = 1.0;  // multiplies the chain's draft time (and its catch-up charges)
     double rpc = 1.0;    // multiplies the drafter's RPC

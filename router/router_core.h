@@ -298,6 +298,12 @@ class RouterCore {
   bool UseDraftMadeAhead(size_t i, StepPlan* plan);
   // Splits the drafter's guess of the target's next token off a chain drafted one deeper.
   void KeepGuess(size_t i, StepPlan* plan);
+  // Whether request r's chain of k is drafted one deeper, for a draft made ahead to build on:
+  // only where the Propose such drafts save outweighs the extra level and what of the draft
+  // made ahead outlasts the verify call (predicted at `verify_seconds`).
+  bool DraftGuessPays(const Active& r, int32_t k, int32_t max_k, double verify_seconds) const;
+  // The latency model's figure for the verify call of the planned step.
+  double PlannedVerifySeconds(const StepPlan& plan) const;
   struct AheadCall;
   std::vector<AheadCall> PlanDraftAhead(const StepPlan& plan);
   // The calls of a draft-ahead (or a prefill's drafts), one per pool, each with its timeout.

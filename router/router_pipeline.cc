@@ -11,11 +11,14 @@
 //  - otherwise the draft is dropped and `known` stays at the committed length the drafter
 //    shared before the hypothesis, so the next Propose truncates the hypothetical tokens
 //    (DrafterCore keeps only known_length tokens) and catches up from there.
-// A request is drafted ahead only when that is expected to pay (PlanDraftAhead): the Propose
-// it saves, times the chance that chain and guess all land (its acceptance estimate to the
-// power k + 1), against the part of the draft-ahead the verify call would not hide (the step
-// waits for it, landed or not). The drafter's extra work runs on its own process, so that is
-// the only cost. Goodput prices a pipelined step the same way (GoodputModel::Exposure).
+// A chain gets its guess only where drafting ahead is expected to pay in the steady state
+// (DraftGuessPays): the Propose a hit saves (chance: the request's acceptance estimate to the
+// power k + 1) against the extra level and the part of the draft made ahead the verify call
+// would not hide; elsewhere the request drafts as without the pipeline. Once the guess is
+// drafted, a request is drafted ahead when the Propose it saves, times that chance, outweighs
+// the part of the draft-ahead the verify call would not hide (PlanDraftAhead; the step waits
+// for it, landed or not). The drafter's extra work runs on its own process, so that is the
+// only cost. Goodput prices a pipelined step the same way (GoodputModel::Exposure).
 // Output stays exact: a draft made ahead was drafted from exactly the history the next step
 // verifies against, as any other draft; the verifier decides acceptance as always. Sampled
 // drafts made ahead and dropped only advance the drafter's random stream, which is
@@ -57,6 +60,32 @@ void RouterCore::KeepGuess(size_t i, StepPlan* plan) {
   d.parents.resize(k);
   if (!d.probs.empty()) d.probs.resize(k * vocab);
   if (!d.scores.empty()) d.scores.resize(k);
+}
+
+double RouterCore::PlannedVerifySeconds(const StepPlan& plan) const {
+  double context = 0, fed = 0;
+  for (size_t i = 0; i < plan.batch.size(); ++i) {
+    context += static_cast<double>(plan.batch[i]->history.size());
+    fed += 1.0 + static_cast<double>(std::max(plan.nodes[i], 0));
+  }
+  return latency_.TargetSeconds(context, fed);
+}
+
+bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, double verify_seconds) const {
+  if (k <= 0 || k >= max_k) return false;  // no chain, or no level left for a guess
+  // Steady state, as goodput prices it (GoodputModel::Exposure): with the guess, the step's
+  // own Propose (k + 1 levels) is needed only when the previous draft made ahead missed, and
+  // the step waits for what of this one's draft made ahead outlasts the verify call; without
+  // it, every step waits for a Propose of k levels.
+  const int32_t context = static_cast<int32_t>(r.history.size());
+  const double hit = std::pow(std::clamp(tracker_.Request(r.id, r.pool), 0.0, 1.0), k + 1);
+  const double rpc = latency_.RpcSeconds();
+  const double chain = latency_.DraftSeconds(r.pool, std::vector<int32_t>{context}, std::vector<int32_t>{k});
+  const double deeper = latency_.DraftSeconds(r.pool, std::vector<int32_t>{context}, std::vector<int32_t>{k + 1});
+  const double ahead =
+      latency_.DraftSeconds(r.pool, std::vector<int32_t>{context + k + 1}, std::vector<int32_t>{k + 1});
+  const double outlasting = std::max(0.0, ahead - verify_seconds);
+  return (1 - hit) * (deeper + rpc) + outlasting < chain + rpc;
 }
 
 std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& plan) {

@@ -244,6 +244,7 @@ RouterCore::PoolCall RouterCore::BuildPoolCall(const std::string& pool, std::vec
   PoolCall call;
   call.pool = pool;
   call.members = std::move(members);
+  const double verify_seconds = options_.pipeline ? PlannedVerifySeconds(plan) : 0.0;
   for (size_t i : call.members) {
     const Active* r = plan.batch[i];
     int32_t known = 0;
@@ -259,7 +260,9 @@ RouterCore::PoolCall RouterCore::BuildPoolCall(const std::string& pool, std::vec
     item.shape.depth = plan.k[i];
     const bool tree = plan.nodes[i] > plan.k[i];
     // Pipeline: a chain one deeper, its last token the guess a draft-ahead builds on.
-    if (options_.pipeline && !tree && plan.k[i] < plan.max_k) item.shape.depth = plan.k[i] + 1;
+    if (options_.pipeline && !tree && DraftGuessPays(*r, plan.k[i], plan.max_k, verify_seconds)) {
+      item.shape.depth = plan.k[i] + 1;
+    }
     item.shape.branching = tree ? kTreeBranching : 1;
     item.shape.max_nodes = tree ? plan.nodes[i] : 0;
     item.sampling = r->request.sampling;

@@ -169,16 +169,40 @@ TEST(GoodputTest, PipelineChargesWhatOutlastsTheVerifyAndWhatMisses) {
   EXPECT_GT(worse.StepSeconds({k}), g.StepSeconds({k}));
 }
 
-// Where a miss and the overrun cost more than the Propose a draft made ahead saves, the
-// router does not draft ahead (RouterCore::PlanDraftAhead), so goodput prices the step serial:
-// the chain one level deeper for its guess.
+// Where a miss, the extra level and the overrun cost more than the Propose a draft made ahead
+// saves, the router drafts the chain without a guess and nothing ahead
+// (RouterCore::DraftGuessPays), so goodput prices the step exactly as without the pipeline.
 TEST(GoodputTest, PipelineWithoutAPayingDraftAheadIsPricedSerial) {
   const LatencyModel m = SelfDraftModel(true);
-  GoodputModel g(m, {{300, 0.2, "draft", true}}, 8);
+  const std::vector<GoodputItem> items = {{300, 0.2, "draft", true}};
+  GoodputModel g(m, items, 8);
   const LatencyModel::ResolvedDrafter d = m.Resolve("draft");
-  const double serial = m.DraftSeconds(d, std::vector<int32_t>{300}, std::vector<int32_t>{3});
-  EXPECT_NEAR(g.StepSeconds({2}), m.TargetSeconds(300, 3) + serial + 2 * m.RpcSeconds(), 1e-12);
+  const double chain = m.DraftSeconds(d, std::vector<int32_t>{300}, std::vector<int32_t>{2});
+  EXPECT_NEAR(g.StepSeconds({2}), m.TargetSeconds(300, 3) + chain + 2 * m.RpcSeconds(), 1e-12);
+  EXPECT_DOUBLE_EQ(g.Exposure(0, 2).draft, 1.0);
   EXPECT_DOUBLE_EQ(g.Exposure(0, 2).rpc, 1.0);
+  const GoodputModel serial(SelfDraftModel(false), items, 8);
+  for (int32_t k = 0; k <= 8; ++k) EXPECT_NEAR(g.StepSeconds({k}), serial.StepSeconds({k}), 1e-12) << k;
+}
+
+// A cheap drafter whose drafts made ahead would always hide, but whose chains rarely land
+// whole: the guess's extra level costs every step, a hit saves a Propose only now and then.
+TEST(GoodputTest, PipelineLeavesOutAGuessThatCostsMoreThanItsHitsSave) {
+  LatencyModel m;
+  m.set_target({2e-6, 7e-4, 0.0025});
+  m.set_drafter("draft", DrafterCost{false, {1e-7, 5e-5, 1e-4}, 0});
+  m.set_rpc_seconds(1e-4);
+  m.set_pipeline(true);
+  const LatencyModel::ResolvedDrafter d = m.Resolve("draft");
+  for (double a : {0.3, 0.97}) {
+    GoodputModel g(m, {{300, a, "draft", true}}, 8);
+    const double hit = std::pow(a, 4);
+    const double chain = m.DraftSeconds(d, std::vector<int32_t>{300}, std::vector<int32_t>{3});
+    const double deeper = m.DraftSeconds(d, std::vector<int32_t>{300}, std::vector<int32_t>{4});
+    const bool pays = (1 - hit) * (deeper + m.RpcSeconds()) < chain + m.RpcSeconds();
+    EXPECT_EQ(pays, a > 0.5) << a;  // the two cases this test is about
+    EXPECT_DOUBLE_EQ(g.Exposure(0, 3).rpc, pays ? 1 - hit : 1.0) << a;
+  }
 }
 
 // A drafter whose guesses nearly always land but whose forwards cost a third of the target's:

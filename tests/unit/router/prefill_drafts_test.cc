@@ -79,9 +79,11 @@ TEST(PrefillDraftTest, WithThePipelineARightGuessDraftsTheFirstDecodeStep) {
   EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
   const int64_t steps_first = after_first.steps;
   ASSERT_EQ(after_second.steps - after_first.steps, steps_first);
-  // The first request's first decode step waited for a Propose; every decode step of the
-  // second used a draft made ahead, the first of them the one made during the prefill.
-  EXPECT_EQ(after_second.draft_ahead_used - after_first.draft_ahead_used, after_first.draft_ahead_used + 1);
+  // The first request's first decode step waited for a Propose (as did any step before its
+  // acceptance estimate rose enough for a guess to pay); every decode step of the second used
+  // a draft made ahead, the first of them the one made during the prefill.
+  EXPECT_LE(after_first.draft_ahead_used, steps_first - 1);
+  EXPECT_EQ(after_second.draft_ahead_used - after_first.draft_ahead_used, steps_first);
   EXPECT_EQ(after_second.draft_ahead_dropped, 0);
   const auto& sent = h.drafters[0]->sent[*second];
   ASSERT_GE(sent.size(), 2u);
