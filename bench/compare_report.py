@@ -16,7 +16,9 @@ Reads OUT_DIR/settings.json and OUT_DIR/pass<N>/<policy>-<rate>.json (`splitspec
      candidate batches);
   3. when the routers reported them: the step overhead p50 / p99 (wall minus the slower side's
      compute), the router's CPU time per step (its .router_cpu file) and, for `+pipeline`
-     cells, the draft-ahead hit rate and the share of draft time hidden behind verification.
+     cells, the draft-ahead hit rate and the share of draft time hidden behind verification;
+  4. with `none` and several passes: each pass's tokens/s over `none`'s in the same pass, and
+     their median (pairs within a pass share the machine's state of the moment).
 Percentiles interpolate linearly between order statistics, as `splitspec bench` does.
 """
 
@@ -114,6 +116,22 @@ class Cell:
         self.sat_out = sum(x for x in outs if x is not None) if any(x is not None for x in outs) else None
 
 
+def file_name(policy):
+    """The name router-compare.sh gives a policy's files (':' and '/' become '-')."""
+    return policy.replace(":", "-").replace("/", "-")
+
+
+def pass_ratios(pass_throughput, policy, rate, passes):
+    """Each pass's tokens/s over `none`'s in the same pass, where both ran."""
+    ratios = []
+    for n in range(1, passes + 1):
+        mine = pass_throughput.get((policy, rate, n))
+        plain = pass_throughput.get(("none", rate, n))
+        if mine is not None and plain:
+            ratios.append(mine / plain)
+    return ratios
+
+
 def main(out):
     with open(os.path.join(out, "settings.json"), encoding="utf-8") as f:
         settings = json.load(f)
@@ -121,11 +139,17 @@ def main(out):
     rates = [level.split(":")[0] for level in settings["levels"].split(",")]
     passes = int(settings.get("passes", 1))
     cells = {}
+    # Output tokens/s per (policy, rate, pass), for ratios within a pass.
+    pass_throughput = {}
     for p in policies:
         for r in rates:
-            levels = [load_level(os.path.join(out, "pass%d" % n, "%s-%s.json" % (p.replace(":", "-"), r)))
-                      for n in range(1, passes + 1)]
-            levels = [level for level in levels if level is not None]
+            levels = []
+            for n in range(1, passes + 1):
+                level = load_level(os.path.join(out, "pass%d" % n, "%s-%s.json" % (file_name(p), r)))
+                if level is None:
+                    continue
+                levels.append(level)
+                pass_throughput[(p, r, n)] = level["summary"]["output_throughput"]
             cells[(p, r)] = Cell(levels) if levels else None
 
     print("Mean end-to-end latency (s) over the requests of all passes (each pass's mean in brackets); "
@@ -170,6 +194,20 @@ def main(out):
                 c.median_throughput, ratio,
                 c.mean_k, c.accept_length, c.accepted_per_draft_token, c.completed, c.sent, c.dropped,
                 " / ".join("%.1f" % x for x in c.loads), "" if c.sat_out is None else c.sat_out))
+
+    if "none" in policies and passes > 1:
+        print("\nTokens/s over `none`'s in the same pass (each pass runs the policies in the reverse "
+              "order of the one before), and the median of those ratios.\n")
+        print("| level | policy | per pass | median |")
+        print("|---|---|---|---|")
+        for r in rates:
+            for p in policies:
+                ratios = pass_ratios(pass_throughput, p, r, passes)
+                if p == "none" or not ratios:
+                    continue
+                ordered = sorted(ratios)
+                print("| %s | %s | %s | %.3f |" % (r, p, " / ".join("%.3f" % x for x in ratios),
+                                                   percentile(ordered, 0.5)))
 
     if any(c is not None and c.overhead_p50 for c in cells.values()):
         print("\nStep overhead (wall time minus the slower side's compute, per pass: p50 / p99 us) and "

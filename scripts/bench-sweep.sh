@@ -2,7 +2,8 @@
 # Policy sweep on the real services: starts one verifier and the drafter(s) once, then for each
 # policy restarts the router over the same workers and runs `splitspec bench` over every
 # workload and request rate; finally writes a Markdown table and PNG plots of the speedup over
-# `none` (bench/sweep_report.py, matplotlib from Debian's /usr/bin/python3).
+# `none` (bench/sweep_report.py, matplotlib from Debian's /usr/bin/python3). Every router
+# drafts serially (--pipeline off), so each policy is measured on its own.
 #
 #   scripts/bench-sweep.sh [--build-dir build] [--target DIR --draft DIR]
 #       [--policies none,static:1,static:3,static:5,sglang-tiers,smartspec,analytical]
@@ -139,7 +140,7 @@ for policy in "${policy_list[@]}"; do
   [ "$policy" = none ] && pool_flags=()
   echo "== policy $policy ${router_flags[*]:2}${pool_flags[*]:+ ${pool_flags[*]}}"
   start "router-$safe" "$bin/splitspec-router" --verifier "$verifier_addr" "${pool_flags[@]}" --port 0 \
-    "${router_flags[@]}"
+    --pipeline off "${router_flags[@]}"
   router_pid="$started_pid"
   router_addr="$started_addr"
   for w in "${workload_list[@]}"; do

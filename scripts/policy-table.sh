@@ -2,7 +2,8 @@
 # Tokens/s and mean accept length of each speculation policy on the real services, for a
 # draft-model workload and an n-gram (repetitive text) workload, with the router's per-step
 # overhead (step wall time minus the larger of drafter and verifier compute) at p50 / p99.
-# Starts the verifier and both drafters once, then one router per policy, all on loopback.
+# Starts the verifier and both drafters once, then one router per policy (drafting serially,
+# --pipeline off), all on loopback.
 #
 #   scripts/policy-table.sh [--build-dir build] [--target DIR --draft DIR]
 #                           [--policies "none static:1 ..."] [--max-tokens N] [--threads N]
@@ -70,7 +71,7 @@ for workload in draft-model ngram; do
   for policy in $policies; do
     router_log="$tmp/router-$workload-${policy/:/-}.log"
     "$bin/splitspec-router" --verifier "$verifier" --drafter "model=$model_drafter" --drafter "ngram=$ngram_drafter" \
-      --policy "$policy" --port 0 --metrics-port 0 > "$router_log" 2>&1 &
+      --policy "$policy" --pipeline off --port 0 --metrics-port 0 > "$router_log" 2>&1 &
     router_pid=$!
     for _ in $(seq 1 300); do grep -q "metrics on" "$router_log" && break; sleep 0.1; done
     router=$(grep -m1 "listening on" "$router_log" | awk '{print $4}')

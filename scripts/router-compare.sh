@@ -22,12 +22,14 @@
 # with smartspec-request.json; smartspec:noprefix = smartspec-batch.json with
 # "prefix_search": false (the candidate-batch search off); smartspec:chains = smartspec-batch.json
 # with "trees": false (chains only); P = configs/policies/P.json when it
-# exists; a `+pipeline` suffix (static:3+pipeline) runs the same policy with --pipeline on, a
+# exists; every policy drafts serially (--pipeline off) unless it ends in `+pipeline`
+# (static:3+pipeline: the same policy with --pipeline on, the router's default), a
 # `+line` suffix (smartspec+line) with --latency-residual off (the refitted line alone), a
 # `+sleep` suffix (none+sleep) with --step-spin-us 0 (the router sleeps until each step socket
 # answer instead of polling around when it is due), a `+grpc` suffix (none+grpc; last of the
 # suffixes) with --step-sockets off (with --unix: every call over gRPC instead of the workers'
-# step sockets).
+# step sockets). An `@FILE` ending (smartspec@/tmp/profiled.json; after every suffix) runs
+# the policy with --latency-model FILE instead of --latency-model's.
 # --unix: the services listen on Unix sockets in OUT/sockets instead of loopback TCP ports (one
 # host skips the TCP stack; the load generator talks to the router over its socket too), and the
 # routers send Verify and Propose over the workers' step sockets (unless `+grpc`).
@@ -146,8 +148,13 @@ sed 's/"granularity": "batch",/"granularity": "batch", "trees": false,/' \
 # run_cell PASS POLICY RATE SECONDS: a fresh router for POLICY, one bench level, router stopped.
 run_cell() {
   local pass="$1" policy="$2" rate="$3" seconds="$4"
-  local safe="${policy//:/-}" label="$policy"
-  local router_flags pipeline_flags=() residual_flags=() transport_flags=()
+  local safe="${policy//[:\/]/-}" label="$policy"
+  local router_flags pipeline_flags=(--pipeline off) residual_flags=() transport_flags=()
+  local cell_latency_model="$latency_model"
+  if [[ "$policy" == *@* ]]; then
+    cell_latency_model="${policy#*@}"
+    policy="${policy%%@*}"
+  fi
   if [[ "$policy" == *+grpc ]]; then
     transport_flags=(--step-sockets off)
     policy="${policy%+grpc}"
@@ -174,7 +181,7 @@ run_cell() {
       [ -f "configs/policies/$policy.json" ] && router_flags+=(--policy-config "configs/policies/$policy.json")
       ;;
   esac
-  [ -n "$latency_model" ] && router_flags+=(--latency-model "$latency_model")
+  [ -n "$cell_latency_model" ] && router_flags+=(--latency-model "$cell_latency_model")
   router_flags+=("${pipeline_flags[@]}" "${residual_flags[@]}" "${transport_flags[@]}")
   # shellcheck disable=SC2206  # word splitting of the extra flags is the point
   [ -n "$router_extra" ] && router_flags+=($router_extra)
