@@ -6,7 +6,9 @@
 // them even when it then drafts nothing.
 //
 //   planning_bench [--benchmark_filter=smartspec]
-// Arguments: requests in the batch, 1 when they are speculative (0: admitted without drafting).
+// Arguments: requests in the batch, 1 when they are speculative (0: admitted without drafting);
+// SmartspecPipelined: the same with the latency model priced for the pipeline (every goodput
+// search also prices each pool's draft made ahead at every depth).
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,8 +40,9 @@ TreeAcceptance SeasonedTrees() {
   return trees;
 }
 
-void Plan(benchmark::State& state, const std::string& name) {
-  const LatencyModel latency = ProfiledModel();
+void Plan(benchmark::State& state, const std::string& name, bool pipeline = false) {
+  LatencyModel latency = ProfiledModel();
+  latency.set_pipeline(pipeline);
   const TreeAcceptance trees = SeasonedTrees();
   auto policy = MakePolicy(name, nlohmann::json::object());
   if (!policy.ok()) {
@@ -70,9 +73,11 @@ void Plan(benchmark::State& state, const std::string& name) {
 }
 
 void Smartspec(benchmark::State& state) { Plan(state, "smartspec"); }
+void SmartspecPipelined(benchmark::State& state) { Plan(state, "smartspec", /*pipeline=*/true); }
 void Static3(benchmark::State& state) { Plan(state, "static:3"); }
 
 BENCHMARK(Smartspec)->ArgsProduct({{1, 4, 16}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(SmartspecPipelined)->ArgsProduct({{1, 4, 16}, {1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(Static3)->ArgsProduct({{1, 4, 16}, {1}})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
