@@ -58,6 +58,13 @@ PipelineRun RunPipelined(double accuracy, int n_requests, int32_t max_tokens, bo
   return run;
 }
 
+// The harness's core rebuilt over its fakes with this latency model and policy.
+bool BuildWithModel(Harness& h, const std::string& policy, const RouterOptions& options, const LatencyModel& model) {
+  h.core = std::make_unique<RouterCore>(options, &h.verifier, DrafterPools{{"pool0", h.drafters[0].get()}},
+                                        std::move(*MakePolicy(policy, nlohmann::json::object())), model, &h.clock);
+  return h.core->Init().ok();
+}
+
 TEST(PipelineTest, MixedOutcomesUseSomeDraftsAndDropOthers) {
   const PipelineRun run = RunPipelined(0.8, 6, 40);
   EXPECT_GT(run.info.draft_ahead_used, 0);
@@ -102,10 +109,7 @@ TEST(PipelineTest, TheDraftTimeCorrectionCountsTheLevelsReallyDrafted) {
     h.drafters[0]->seconds_per_level = 0.002;
     LatencyModel model;
     model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0, 0.002}, 0});
-    h.core = std::make_unique<RouterCore>(options, &h.verifier, DrafterPools{{"pool0", h.drafters[0].get()}},
-                                          std::move(*MakePolicy("static:2", nlohmann::json::object())), model,
-                                          &h.clock);
-    ASSERT_TRUE(h.core->Init().ok());
+    ASSERT_TRUE(BuildWithModel(h, "static:2", options, model));
     auto id = h.Submit(Prompt(50, 9), 60);
     ASSERT_TRUE(id.ok());
     h.RunUntilIdle();
@@ -132,10 +136,7 @@ TEST(PipelineTest, TheGuessIsDraftedOnlyWhereDraftingAheadPays) {
     model.set_target({0.0, 0.0, 0.01});  // the draft made ahead always fits in the verify call
     model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0, 0.0005}, 0});
     model.set_rpc_seconds(0.0001);
-    h.core = std::make_unique<RouterCore>(options, &h.verifier, DrafterPools{{"pool0", h.drafters[0].get()}},
-                                          std::move(*MakePolicy("static:3", nlohmann::json::object())), model,
-                                          &h.clock);
-    ASSERT_TRUE(h.core->Init().ok());
+    ASSERT_TRUE(BuildWithModel(h, "static:3", options, model));
     auto id = h.Submit(Prompt(50, 9), 80);
     ASSERT_TRUE(id.ok());
     h.RunUntilIdle();
