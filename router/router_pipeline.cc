@@ -20,9 +20,10 @@
 // for it, landed or not). The drafter's extra work runs on its own process, so that is the
 // only cost. Goodput prices a pipelined step the same way (GoodputModel::Exposure).
 // Output stays exact: a draft made ahead was drafted from exactly the history the next step
-// verifies against, as any other draft; the verifier decides acceptance as always. Sampled
-// drafts made ahead and dropped only advance the drafter's random stream, which is
-// independent of the verifier's.
+// verifies against, as any other draft; the verifier decides acceptance as always. A sampled
+// chain token's draw is keyed by its position (drafter/draft_model_proposer.cc), independent
+// of the verifier's draws, so a draft made ahead and dropped changes no later draft: a seeded
+// request's output does not depend on what the router chose to draft ahead.
 #include <algorithm>
 #include <cmath>
 #include <map>

@@ -214,6 +214,37 @@ TEST(DrafterCoreTest, SampledRequestsGetDrawnChainsWithTheirDistributions) {
   EXPECT_EQ(repeated->results[0].draft.probs, draft.probs);
 }
 
+// A sampled chain token is drawn for its position, not from a running stream: the same context
+// gives the same token whichever call drafts it. The router relies on this with the pipeline,
+// where a position may first be drafted as a guess or in a draft made ahead and then dropped.
+TEST(DrafterCoreTest, ASampledChainTokenDependsOnItsContextNotOnEarlierCalls) {
+  const std::vector<int32_t> prompt = {1, 17, 42, 99, 5, 300};
+  auto sampled = [](spec::ProposeItem item) {
+    item.sampling.temperature = 1.0f;
+    item.sampling.seed = 11;
+    return item;
+  };
+  Fixture whole = MakeDraftModelCore();
+  ASSERT_NE(whole.core, nullptr);
+  auto chain = whole.core->Propose({sampled(Item(1, 0, prompt, 4))});
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  const std::vector<int32_t>& tokens = chain->results[0].draft.tokens;
+  ASSERT_EQ(tokens.size(), 4u);
+
+  // Another drafter first drafts a different chain after the prompt (as a dropped draft made
+  // ahead would), then is told the first two tokens of `chain` were accepted: its next draft
+  // starts with `chain`'s third and fourth tokens.
+  Fixture stepwise = MakeDraftModelCore();
+  ASSERT_NE(stepwise.core, nullptr);
+  const std::vector<int32_t> other = Concat(prompt, {tokens[0] == 7 ? 8 : 7});
+  ASSERT_TRUE(stepwise.core->Propose({sampled(Item(1, 0, other, 3))}).ok());
+  auto rest = stepwise.core->Propose(
+      {sampled(Item(1, static_cast<int32_t>(prompt.size()), {tokens[0], tokens[1]}, 2))});
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  ASSERT_TRUE(rest->results[0].status.ok()) << rest->results[0].status;
+  EXPECT_EQ(rest->results[0].draft.tokens, std::vector<int32_t>({tokens[2], tokens[3]}));
+}
+
 TEST(DrafterCoreTest, BadItemIsRefusedAloneAndTheBatchProceeds) {
   Fixture f = MakeDraftModelCore();
   ASSERT_NE(f.core, nullptr);
