@@ -23,7 +23,7 @@
 # "prefix_search": false (the candidate-batch search off); smartspec:chains = smartspec-batch.json
 # with "trees": false (chains only); P = configs/policies/P.json when it
 # exists; every policy drafts serially (--pipeline off) unless it ends in `+pipeline`
-# (static:3+pipeline: the same policy with --pipeline on, the router's default), a
+# (static:3+pipeline: the same policy with --pipeline on), a
 # `+line` suffix (smartspec+line) with --latency-residual off (the refitted line alone), a
 # `+sleep` suffix (none+sleep) with --step-spin-us 0 (the router sleeps until each step socket
 # answer instead of polling around when it is due), a `+grpc` suffix (none+grpc; last of the
