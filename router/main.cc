@@ -84,7 +84,8 @@ constexpr char kUsage[] =
     "  --max-queue N                requests waiting for admission before new ones are refused (256)\n"
     "  --max-running N              requests decoding at once (64)\n"
     "  --max-k K                    largest draft a policy may choose: chain length or tree nodes (8)\n"
-    "  --pipeline on|off            draft the next step's chains while this step verifies (off)\n"
+    "  --pipeline on|off            draft the next step's chains while this step verifies, where that\n"
+    "                               is expected to pay (on)\n"
     "  --step-sockets on|off        Verify and Propose to a worker addressed as unix://PATH over its\n"
     "                               step socket PATH.step (no thread hand-offs; gRPC while absent;\n"
     "                               not with --worker-tls-*) (on)\n"
@@ -145,7 +146,7 @@ int Run(const rpc::Flags& flags) {
   const std::string policy_name = flags.GetString("policy", "none");
   const std::string policy_config_path = flags.GetString("policy-config");
   const std::string latency_path = flags.GetString("latency-model");
-  const std::string pipeline = flags.GetString("pipeline", "off");
+  const std::string pipeline = flags.GetString("pipeline", "on");
   const absl::StatusOr<bool> step_sockets_flag = flags.GetOnOff("step-sockets", true);
   if (!step_sockets_flag.ok()) return Fail(step_sockets_flag.status());
   const absl::StatusOr<absl::Duration> step_spin_flag = rpc::ParseStepSpin(flags);

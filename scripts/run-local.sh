@@ -14,6 +14,8 @@
 # listen on Unix sockets in the logs directory, so the router reaches them over their step sockets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The services share the cores: idle OpenMP threads sleep instead of spinning (README, "Threads").
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 
 build=build
 policy=smartspec
