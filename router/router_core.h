@@ -304,6 +304,9 @@ class RouterCore {
   bool DraftGuessPays(const Active& r, int32_t k, int32_t max_k, double verify_seconds) const;
   // The latency model's figure for the verify call of the planned step.
   double PlannedVerifySeconds(const StepPlan& plan) const;
+  // The chance that request r's chain of k and the guess after it all land: its acceptance
+  // estimate to the power k + 1.
+  double ChainAndGuessLand(const Active& r, int32_t k) const;
   struct AheadCall;
   std::vector<AheadCall> PlanDraftAhead(const StepPlan& plan);
   // The calls of a draft-ahead (or a prefill's drafts), one per pool, each with its timeout.

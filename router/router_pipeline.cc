@@ -72,6 +72,10 @@ double RouterCore::PlannedVerifySeconds(const StepPlan& plan) const {
   return latency_.TargetSeconds(context, fed);
 }
 
+double RouterCore::ChainAndGuessLand(const Active& r, int32_t k) const {
+  return std::pow(std::clamp(tracker_.Request(r.id, r.pool), 0.0, 1.0), k + 1);
+}
+
 bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, double verify_seconds) const {
   if (k <= 0 || k >= max_k) return false;  // no chain, or no level left for a guess
   // Steady state, as goodput prices it (GoodputModel::Exposure): with the guess, the step's
@@ -79,7 +83,7 @@ bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, doubl
   // the step waits for what of this one's draft made ahead outlasts the verify call; without
   // it, every step waits for a Propose of k levels.
   const int32_t context = static_cast<int32_t>(r.history.size());
-  const double hit = std::pow(std::clamp(tracker_.Request(r.id, r.pool), 0.0, 1.0), k + 1);
+  const double hit = ChainAndGuessLand(r, k);
   const double rpc = latency_.RpcSeconds();
   const double chain = latency_.DraftSeconds(r.pool, std::vector<int32_t>{context}, std::vector<int32_t>{k});
   const double deeper = latency_.DraftSeconds(r.pool, std::vector<int32_t>{context}, std::vector<int32_t>{k + 1});
@@ -124,8 +128,7 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     // Worth it when the Propose it saves the next step (with the chance that chain and guess
     // all land, each token at the request's acceptance estimate) outweighs the part of it the
     // verify call does not hide, which this step waits for whether it lands or not.
-    const double a = tracker_.Request(r->id, r->pool);
-    const double hit = std::pow(std::clamp(a, 0.0, 1.0), k + 1);
+    const double hit = ChainAndGuessLand(*r, k);
     const double draft_seconds = latency_.DraftSeconds(
         r->pool, std::vector<int32_t>{static_cast<int32_t>(r->history.size() + assumed.size())},
         std::vector<int32_t>{depth});

@@ -266,11 +266,11 @@ RouterCore::PoolCall RouterCore::BuildPoolCall(const std::string& pool, std::vec
     item.shape.branching = tree ? kTreeBranching : 1;
     item.shape.max_nodes = tree ? plan.nodes[i] : 0;
     item.sampling = r->request.sampling;
-    call.items.push_back(std::move(item));
     call.ctx.push_back(static_cast<int32_t>(r->history.size()));
     // The levels really drafted (one more with the pipeline): the draft-time correction
     // compares the drafter's compute with this.
     call.depth.push_back(item.shape.depth);
+    call.items.push_back(std::move(item));
   }
   // Catch-up tokens (a whole history after a resend) are bounded by the target's cost for
   // them: generous, as a deadline should be.
