@@ -82,7 +82,9 @@ class LatencyModel {
   void ObserveTarget(double n_context, double n_batched, double observed_seconds);
   // `first_forward_tokens`: tokens the drafter's first forward really fed (its catch-up on
   // newly committed tokens, a whole history for a lazy prefill); predictions assume one per
-  // request, so the correction must not mistake catch-up work for a slow drafter.
+  // request, so the correction must not mistake catch-up work for a slow drafter. A call that
+  // fed more than a decode step's tokens (k + 2 a request) is not learnt from at all: its
+  // first forward is a prefill, which the line does not price.
   void ObserveDraft(const std::string& pool, absl::Span<const int32_t> ctx,
                     absl::Span<const int32_t> k, double observed_seconds,
                     double first_forward_tokens = -1);

@@ -143,6 +143,23 @@ TEST(LatencyModelTest, UnobservedPoolFollowsTheTargetCorrection) {
   EXPECT_GT(m.draft_scale("draft"), 0.1);
 }
 
+// A Propose that fed a catch-up (more than a decode step's chain, bonus and guess a request)
+// ran a prefill the line does not price: it leaves the correction where it was, while a
+// steady-state call of the same depth moves it.
+TEST(LatencyModelTest, CatchUpCallsDoNotMoveTheDraftCorrection) {
+  LatencyModel m;
+  m.set_drafter("draft", DrafterCost{false, {2e-7, 3e-5, 0.002}, 0});
+  const double scale = m.draft_scale("draft");
+  // Two requests drafting 3 levels: up to 2 * (3 + 2) = 10 tokens fed is a decode step.
+  const double catch_up_raw = m.DraftSeconds(m.Resolve("draft"), {100, 200}, {3, 3}, 40);
+  for (int i = 0; i < 20; ++i) m.ObserveDraft("draft", {100, 200}, {3, 3}, 2 * catch_up_raw, 40);
+  EXPECT_DOUBLE_EQ(m.draft_scale("draft"), scale);
+
+  const double steady_raw = m.DraftSeconds(m.Resolve("draft"), {100, 200}, {3, 3}, 10);
+  for (int i = 0; i < 20; ++i) m.ObserveDraft("draft", {100, 200}, {3, 3}, 2 * steady_raw, 10);
+  EXPECT_GT(m.draft_scale("draft"), 1.5 * scale);
+}
+
 // Over a refit the batch-size residual prices what the line misses: a 17-token forward that
 // really costs 1.4x its line is predicted at 1.4x; without a refit (the multiplicative scale
 // already corrects the file) or with the residual off, predictions are the line.
