@@ -43,7 +43,7 @@ struct DraftModelOptions {
   int32_t block_size = 16;
   int32_t n_threads = 0;       // CPU backend threads, 0 = all cores
   std::string device = "cpu";  // cpu, cuda or cuda:N (common/engine/cuda/select_backend.h)
-  engine::WeightQuantization quantize = engine::WeightQuantization::kNone;  // int8: CPU only
+  engine::WeightQuantization quantize = engine::WeightQuantization::kNone;  // int8: Q8_0 matrices
 };
 
 // Not thread-safe (see Proposer).

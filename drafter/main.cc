@@ -43,7 +43,7 @@ constexpr char kUsage[] =
     "\n"
     "  --model DIR              draft model directory (config.json, *.safetensors, tokenizer.model)\n"
     "  --device cpu|cuda|cuda:N where the draft model runs (cpu)\n"
-    "  --quantize none|int8     int8: quantize the draft's matrices at load (Q8_0; CPU only) (none)\n"
+    "  --quantize none|int8     int8: quantize the draft's matrices at load (Q8_0) (none)\n"
     "  --ngram                  propose from n-gram matches in the request's own tokens (no model)\n"
     "  --ngram-min N            shortest n-gram to match (1)\n"
     "  --ngram-max N            longest n-gram to match (4)\n"
@@ -130,9 +130,6 @@ int Run(const splitspec::rpc::Flags& flags) {
   if (absl::Status s = splitspec::engine::CheckDevice(device); !s.ok()) return Fail(s);
   auto quantization = splitspec::engine::ParseWeightQuantization(quantize);
   if (!quantization.ok()) return Fail(quantization.status());
-  if (*quantization != splitspec::engine::WeightQuantization::kNone && splitspec::engine::ParseDevice(device)->cuda) {
-    return Fail(absl::InvalidArgumentError("--quantize int8 runs on the CPU backend only, not with --device cuda"));
-  }
 
   std::unique_ptr<Proposer> proposer;
   if (suffix) {

@@ -101,7 +101,7 @@ int RunBenchEngine(const Args& args) {
   const std::vector<int> batches = args.GetPositiveIntList("batches", "1,8,32");
   const std::vector<int> forward_tokens = args.GetPositiveIntList("forward-tokens", "1,2,3,4,5,6,8,16");
   const engine::DeviceSpec device = DeviceFlagOrExit(args);
-  const engine::WeightQuantization quantize = QuantizeFlagOrExit(args, device);
+  const engine::WeightQuantization quantize = QuantizeFlagOrExit(args);
   args.CheckAllUsed();
 
   std::unique_ptr<engine::Backend> backend = CreateBackendOrExit(device, threads);
@@ -199,7 +199,7 @@ const RegisterCommand kRegister(
     "  --forward-tokens LIST     token counts of the timed forwards, comma-separated; the\n"
     "                            first is the ratios' base (1,2,3,4,5,6,8,16)\n"
     "  --f32-weights             load the weights as f32 whatever their file dtype\n"
-    "  --quantize none|int8      int8: quantize the matrices at load (Q8_0, CPU only) (none)\n",
+    "  --quantize none|int8      int8: quantize the matrices at load (Q8_0) (none)\n",
     RunBenchEngine);
 
 }  // namespace

@@ -45,7 +45,7 @@ int RunGenerate(const Args& args) {
   const int threads = static_cast<int>(args.GetInt("threads", 0));
   const engine::DeviceSpec device = DeviceFlagOrExit(args);
   engine::ModelLoadOptions load_options;
-  load_options.quantize = QuantizeFlagOrExit(args, device);
+  load_options.quantize = QuantizeFlagOrExit(args);
   args.CheckAllUsed();
 
   auto tokenizer = engine::LoadTokenizer(model_dir);  // tokenizer.json, else tokenizer.model
@@ -113,7 +113,7 @@ const RegisterCommand kRegister(
     "  --seed S                  sampling seed (unset: a fresh one, printed at the end)\n"
     "  --device cpu|cuda|cuda:N  where the model runs (cpu; --model only)\n"
     "  --threads N               CPU threads (0 = all cores; --model only)\n"
-    "  --quantize none|int8      int8: quantize the matrices at load (Q8_0, CPU only; --model only) (none)\n",
+    "  --quantize none|int8      int8: quantize the matrices at load (Q8_0; --model only) (none)\n",
     RunGenerate);
 
 }  // namespace

@@ -43,16 +43,11 @@ inline std::unique_ptr<engine::Backend> CreateBackendOrExit(const engine::Device
   return std::move(*backend);
 }
 
-// Reads --quantize none|int8 (default none); exits 2 with the reason when the value is unknown
-// or the device cannot run it (int8 weights run on the CPU backend only).
-inline engine::WeightQuantization QuantizeFlagOrExit(const Args& args, const engine::DeviceSpec& device) {
+// Reads --quantize none|int8 (default none); exits 2 with the reason when the value is unknown.
+inline engine::WeightQuantization QuantizeFlagOrExit(const Args& args) {
   absl::StatusOr<engine::WeightQuantization> q = engine::ParseWeightQuantization(args.GetString("quantize", "none"));
   if (!q.ok()) {
     std::fprintf(stderr, "error: --quantize: %s\n", std::string(q.status().message()).c_str());
-    std::exit(2);
-  }
-  if (*q != engine::WeightQuantization::kNone && device.cuda) {
-    std::fprintf(stderr, "error: --quantize int8 is not supported on cuda (int8 weights run on the CPU backend)\n");
     std::exit(2);
   }
   return *q;

@@ -58,7 +58,7 @@ constexpr char kUsage[] =
     "\n"
     "  --model DIR              target model directory (config.json, *.safetensors, tokenizer.model)\n"
     "  --device cpu|cuda|cuda:N where the model runs (cpu)\n"
-    "  --quantize none|int8     int8: quantize the weight matrices at load (Q8_0; CPU only) (none)\n"
+    "  --quantize none|int8     int8: quantize the weight matrices at load (Q8_0) (none)\n"
     "  --host H                 address to listen on (127.0.0.1); unix:///PATH = a Unix socket\n"
     "  --port P                 gRPC port (50051; 0 = a free port)\n"
     "  --max-draft-tokens K     largest draft tree per request and step (64)\n"
@@ -277,9 +277,6 @@ int Run(const splitspec::rpc::Flags& flags) {
   const splitspec::engine::DeviceSpec device = *splitspec::engine::ParseDevice(options.device);
   auto quantization = splitspec::engine::ParseWeightQuantization(quantize);
   if (!quantization.ok()) return Fail(quantization.status());
-  if (*quantization != splitspec::engine::WeightQuantization::kNone && device.cuda) {
-    return Fail(absl::InvalidArgumentError("--quantize int8 runs on the CPU backend only, not with --device cuda"));
-  }
   options.quantize = *quantization;
   if (*tp < 1) return Fail(absl::InvalidArgumentError(absl::StrCat("--tp must be >= 1, got ", *tp)));
   options.kv_blocks = *kv_blocks;

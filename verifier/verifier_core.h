@@ -53,7 +53,7 @@ struct VerifierOptions {
   std::function<double()> now;
   int32_t n_threads = 0;          // CPU backend threads (per rank), 0 = all cores / tp_size
   std::string device = "cpu";     // cpu, cuda or cuda:N (common/engine/cuda/select_backend.h)
-  // Int8 quantizes the target's matrices at load (CPU backend only; engine/model/quantize.h).
+  // Int8 quantizes the target's matrices at load (engine/model/quantize.h).
   engine::WeightQuantization quantize = engine::WeightQuantization::kNone;
   // Tensor parallelism with ranks as threads of this process (in-process communicator, CPU
   // only): rank 0 is the core's caller, ranks 1..tp_size-1 follow on their own threads.

@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "common/engine/dtype.h"
 
@@ -20,6 +21,20 @@ namespace splitspec::engine::cuda {
 constexpr int kDTypeF32 = static_cast<int>(DType::kF32);
 constexpr int kDTypeF16 = static_cast<int>(DType::kF16);
 constexpr int kDTypeBF16 = static_cast<int>(DType::kBF16);
+constexpr int kDTypeQ8_0 = static_cast<int>(DType::kQ8_0);
+
+// The scale of block `block` of a Q8_0 row (dtype.h: the row's half scales come first).
+__device__ __forceinline__ float Q8BlockScale(const uint8_t* row, int64_t block) {
+  __half scale;
+  memcpy(&scale, row + 2 * block, sizeof(scale));  // scales sit at even, not 4-byte, offsets
+  return __half2float(scale);
+}
+
+// Weight `col` of a Q8_0 row of `cols` weights: its int8 value times its block's scale (exact).
+__device__ __forceinline__ float LoadQ8AsFloat(const uint8_t* row, int64_t cols, int64_t col) {
+  const int8_t* values = reinterpret_cast<const int8_t*>(row + 2 * (cols / kQ8BlockSize));
+  return static_cast<float>(values[col]) * Q8BlockScale(row, col / kQ8BlockSize);
+}
 
 __device__ __forceinline__ float LoadAsFloat(const void* base, int64_t i, int dtype) {
   if (dtype == kDTypeF16) return __half2float(static_cast<const __half*>(base)[i]);

@@ -251,6 +251,14 @@ class CudaBackendImpl final : public CudaBackend {
       if (!staged.ok()) return staged.status();
       rows_device = reinterpret_cast<const int32_t*>(*staged);
     }
+    if (w.dtype == DType::kQ8_0) {
+      // The activations' int8 form goes where cuBLAS's converted activations would.
+      absl::StatusOr<void*> scratch = Grow(convert_, cuda::Q8ActivationBytes(n_tokens, k));
+      if (!scratch.ok()) return scratch.status();
+      CUDA_CHECK(cuda::LaunchMatMulQ8(x.f32(), rows_device, n_tokens, k, w.data, n_out, bias_data, out.f32(), *scratch,
+                                      stream_));
+      return absl::OkStatus();
+    }
     if (!options_.use_cublas) {
       CUDA_CHECK(cuda::LaunchMatMulWarp(x.f32(), rows_device, n_tokens, k, w.data, DTypeCode(w.dtype), n_out,
                                         bias_data, out.f32(), stream_));
@@ -328,7 +336,7 @@ class CudaBackendImpl final : public CudaBackend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer staging_;  // each op's index arrays
-  DeviceBuffer convert_;  // activations converted for cuBLAS
+  DeviceBuffer convert_;  // activations converted for cuBLAS, or quantized for Q8_0 weights
   DeviceBuffer scores_;   // attention scratch: scores, the visible keys' slots, partial sums
   absl::Status status_;
 };

@@ -8,6 +8,11 @@ namespace {
 
 __global__ void EmbedKernel(const void* table, int dtype, const int32_t* tokens, int64_t dim, float* out) {
   const int64_t t = blockIdx.x;
+  if (dtype == kDTypeQ8_0) {
+    const uint8_t* row = static_cast<const uint8_t*>(table) + tokens[t] * (dim / kQ8BlockSize) * kQ8BlockBytes;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) out[t * dim + i] = LoadQ8AsFloat(row, dim, i);
+    return;
+  }
   const int64_t base = static_cast<int64_t>(tokens[t]) * dim;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) out[t * dim + i] = LoadAsFloat(table, base + i, dtype);
 }

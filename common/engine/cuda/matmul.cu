@@ -99,6 +99,86 @@ __global__ void MatMulWarpVec8Kernel(const float* x, const int32_t* rows, int64_
   }
 }
 
+// Q8_0 weights (dtype.h) against activations quantized the same way, per token and block of
+// 32, by the rule of the CPU kernel (cpu/matmul_q8.cc): d = max|x| / 127, q = x * 127 / max|x|
+// rounded half to even, within [-127, 127]; a block holding an inf or NaN gets a NaN scale
+// (and zero values), so its products are NaN as the F32 kernels' would be. One thread a block.
+__global__ void QuantizeRowsQ8Kernel(const float* x, const int32_t* rows, int64_t k, int8_t* values, float* scales) {
+  const int64_t t = blockIdx.x;
+  const int64_t n_blocks = k / kQ8BlockSize;
+  const float* src = x + (rows != nullptr ? static_cast<int64_t>(rows[t]) : t) * k;
+  for (int64_t b = threadIdx.x; b < n_blocks; b += blockDim.x) {
+    const float* xb = src + b * kQ8BlockSize;
+    int8_t* qb = values + t * k + b * kQ8BlockSize;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int i = 0; i < kQ8BlockSize; ++i) {
+      amax = fmaxf(amax, fabsf(xb[i]));
+      finite = finite && isfinite(xb[i]);  // fmaxf would drop a NaN
+    }
+    const float inverse = amax == 0.0f ? 0.0f : 127.0f / amax;
+    for (int i = 0; i < kQ8BlockSize; ++i) {
+      qb[i] = finite ? static_cast<int8_t>(fminf(fmaxf(rintf(xb[i] * inverse), -127.0f), 127.0f)) : 0;
+    }
+    scales[t * n_blocks + b] = finite ? amax / 127.0f : NAN;
+  }
+}
+
+// Four int8 products summed into `acc`: exact in int32 however it is computed (dp4a on the GPU).
+__device__ __forceinline__ int32_t Dot4(int32_t a, int32_t b, int32_t acc) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 610
+  return __dp4a(a, b, acc);
+#else
+  for (int i = 0; i < 4; ++i) {
+    acc += static_cast<int32_t>(static_cast<int8_t>(a >> (8 * i))) * static_cast<int8_t>(b >> (8 * i));
+  }
+  return acc;
+#endif
+}
+
+__device__ __forceinline__ int32_t Load4(const int8_t* p) {
+  int32_t v;
+  memcpy(&v, p, sizeof(v));  // a Q8_0 row's values are 4-byte aligned only when its block count is even
+  return v;
+}
+
+// One warp per weight row, as MatMulWarpKernel: lane l takes blocks l, l + 32, ...; a block's
+// 32 products are an exact integer, which becomes f32 times the two scales and is added to the
+// lane's sum for its token, blocks in order; WarpSum then reduces the lanes. A token's result
+// depends only on its own row, so batching never changes it.
+__global__ void MatMulQ8WarpKernel(const int8_t* x_values, const float* x_scales, int64_t n_tokens, int64_t k,
+                                   const uint8_t* w, int64_t n_out, const float* bias, float* out) {
+  const int lane = threadIdx.x % 32;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (n >= n_out) return;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokenTile;
+  const int n_tile = static_cast<int>(min(static_cast<int64_t>(kTokenTile), n_tokens - t0));
+  const int64_t n_blocks = k / kQ8BlockSize;
+  int64_t tokens[kTokenTile];
+  for (int j = 0; j < kTokenTile; ++j) tokens[j] = t0 + min(j, n_tile - 1);
+  const uint8_t* row = w + n * n_blocks * kQ8BlockBytes;
+  const int8_t* w_values = reinterpret_cast<const int8_t*>(row + 2 * n_blocks);
+  float acc[kTokenTile] = {};
+  for (int64_t b = lane; b < n_blocks; b += 32) {
+    const float w_scale = Q8BlockScale(row, b);
+    int32_t sums[kTokenTile] = {};
+    for (int i = 0; i < kQ8BlockSize; i += 4) {
+      const int32_t w4 = Load4(w_values + b * kQ8BlockSize + i);
+#pragma unroll
+      for (int j = 0; j < kTokenTile; ++j) sums[j] = Dot4(w4, Load4(x_values + tokens[j] * k + b * kQ8BlockSize + i), sums[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < kTokenTile; ++j) {
+      acc[j] += static_cast<float>(sums[j]) * (w_scale * x_scales[tokens[j] * n_blocks + b]);
+    }
+  }
+  const float bias_n = bias != nullptr ? bias[n] : 0.0f;
+  for (int j = 0; j < n_tile; ++j) {
+    const float sum = WarpSum(acc[j]);
+    if (lane == 0) out[(t0 + j) * n_out + n] = bias != nullptr ? sum + bias_n : sum;
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ T FromFloat(float v);
 template <>
@@ -148,6 +228,25 @@ cudaError_t LaunchMatMulWarp(const float* x, const int32_t* rows, int64_t n_toke
       return LaunchKernel(MatMulWarpKernel<float>, grid, threads, 0, stream, x, rows, n_tokens, k,
                           static_cast<const float*>(w), n_out, bias, out);
   }
+}
+
+size_t Q8ActivationBytes(int64_t n_tokens, int64_t k) {
+  const size_t values = (static_cast<size_t>(n_tokens * k) + 15) / 16 * 16;
+  return values + static_cast<size_t>(n_tokens * (k / kQ8BlockSize)) * sizeof(float);
+}
+
+cudaError_t LaunchMatMulQ8(const float* x, const int32_t* rows, int64_t n_tokens, int64_t k, const void* w,
+                           int64_t n_out, const float* bias, float* out, void* scratch, cudaStream_t stream) {
+  if (n_tokens == 0 || n_out == 0) return cudaSuccess;
+  auto* values = static_cast<int8_t*>(scratch);
+  auto* scales = reinterpret_cast<float*>(values + (static_cast<size_t>(n_tokens * k) + 15) / 16 * 16);
+  cudaError_t error = LaunchKernel(QuantizeRowsQ8Kernel, static_cast<unsigned>(n_tokens), 128, 0, stream, x, rows, k,
+                                   values, scales);
+  if (error != cudaSuccess) return error;
+  const dim3 grid(static_cast<unsigned>((n_out + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                  static_cast<unsigned>((n_tokens + kTokenTile - 1) / kTokenTile));
+  return LaunchKernel(MatMulQ8WarpKernel, grid, 32 * kWarpsPerBlock, 0, stream, values, scales, n_tokens, k,
+                      static_cast<const uint8_t*>(w), n_out, bias, out);
 }
 
 cudaError_t LaunchGatherConvert(const float* x, const int32_t* rows, int64_t n_tokens, int64_t k, int dtype,

@@ -21,6 +21,13 @@ namespace splitspec::engine::cuda {
 cudaError_t LaunchMatMulWarp(const float* x, const int32_t* rows, int64_t n_tokens, int64_t k, const void* w,
                              int dtype, int64_t n_out, const float* bias, float* out, cudaStream_t stream);
 
+// The same product for Q8_0 weights (k a multiple of 32): x[rows] quantized per token and block
+// of 32 into `scratch` (Q8ActivationBytes(n_tokens, k) bytes, 16-byte aligned), then int8 dot
+// products per block. One path for decode and prefill alike (cuBLAS has no Q8_0 GEMM).
+size_t Q8ActivationBytes(int64_t n_tokens, int64_t k);
+cudaError_t LaunchMatMulQ8(const float* x, const int32_t* rows, int64_t n_tokens, int64_t k, const void* w,
+                           int64_t n_out, const float* bias, float* out, void* scratch, cudaStream_t stream);
+
 // dst (n_tokens, k) of `dtype` = x[rows] converted (round to nearest even), for cuBLAS.
 cudaError_t LaunchGatherConvert(const float* x, const int32_t* rows, int64_t n_tokens, int64_t k, int dtype,
                                 void* dst, cudaStream_t stream);

@@ -264,8 +264,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& 
   const int64_t inter = c.intermediate_size;
   const Split by_rows{Split::Axis::kRows, options.tp_rank, tp};
   const Split by_cols{Split::Axis::kCols, options.tp_rank, tp};
-  if (options.quantize != WeightQuantization::kNone && backend.name() != "cpu") {
-    return absl::UnimplementedError(absl::StrCat("int8 weights run on the CPU backend only; not supported on ",
+  if (options.quantize != WeightQuantization::kNone && backend.name() != "cpu" && backend.name() != "cuda") {
+    return absl::UnimplementedError(absl::StrCat("int8 weights run on the CPU and CUDA backends; not supported on ",
                                                  std::string(backend.name()), " (drop --quantize)"));
   }
   WeightLoader load(**archive, backend, options.weights_to_f32, options.quantize);

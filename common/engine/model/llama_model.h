@@ -49,7 +49,7 @@ struct ForwardResult {
 // How matrices are stored after loading (norms and biases always stay f32).
 enum class WeightQuantization {
   kNone,  // the file dtype (or f32 with weights_to_f32)
-  kInt8,  // Q8_0 (dtype.h, quantize.h) for every matrix whose rows are whole blocks; CPU only
+  kInt8,  // Q8_0 (dtype.h, quantize.h) for every matrix whose rows are whole blocks (CPU and CUDA)
 };
 
 // "none" or "int8" (the --quantize flag's values); INVALID_ARGUMENT naming them otherwise.

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/engine/cuda/sampling.cuh"
+#include "common/engine/model/quantize.h"
 #include "tests/unit/cuda/cuda_test_util.h"
 
 namespace splitspec::engine::testing {
@@ -137,6 +138,62 @@ TEST_F(CudaOpsTest, WarpMatMulIsBatchInvariant) {
       for (int n = 0; n < n_out; ++n) {
         ASSERT_EQ(one[n], all[t * n_out + n]) << "k " << k << " token " << t << " row " << n;
       }
+    }
+  }
+}
+
+// Q8_0 weights (--quantize int8): the table and matrices as the loader quantizes them, on both
+// backends. Both round the activations to int8 by the same rule and sum each block's products
+// exactly; only the f32 accumulation of the scaled block sums differs in order (1e-4, as the
+// other reductions: the inputs here sit on no rounding boundary). The embedding is exact. A
+// token's product does not depend on its batch.
+TEST_F(CudaOpsTest, Q8WeightsMatchTheCpuKernelsAndAreBatchInvariant) {
+  auto upload_q8 = [](Backend& backend, const std::vector<float>& values, int64_t rows, int64_t cols) {
+    absl::StatusOr<std::vector<uint8_t>> q8 = QuantizeQ8(values, rows, cols);
+    EXPECT_TRUE(q8.ok()) << q8.status();
+    absl::StatusOr<Tensor> t = backend.Allocate(DType::kQ8_0, rows, cols);
+    EXPECT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->n_bytes(), q8->size());
+    backend.Upload(q8->data(), *t);
+    return *t;
+  };
+  const int vocab = 37, dim = 96;
+  const std::vector<float> table = RandomValues(vocab * dim, 30);
+  const std::vector<int32_t> tokens = {5, 0, 36, 5, 17};
+  Tensor table_cpu = upload_q8(*cpu_, table, vocab, dim), table_gpu = upload_q8(*cuda_, table, vocab, dim);
+  Tensor e_cpu = Make(*cpu_, std::vector<float>(5 * dim), 5, dim), e_gpu = Make(*cuda_, std::vector<float>(5 * dim), 5, dim);
+  cpu_->Embed(table_cpu, tokens, e_cpu);
+  cuda_->Embed(table_gpu, tokens, e_gpu);
+  ExpectNear(Read(*cpu_, e_cpu), Read(*cuda_, e_gpu), 0.0f, "Q8_0 embedding");
+
+  const int n_out = 37;
+  // k = 96: three blocks a row, an odd count (the values are not 4-byte aligned); k = 256 and
+  // 768: 8 and 24 blocks, 21 tokens over six token tiles.
+  for (auto [n_tokens, k] : {std::pair{1, 96}, std::pair{5, 96}, std::pair{17, 256}, std::pair{6, 256}, std::pair{21, 768}}) {
+    const std::vector<float> x = RandomValues(n_tokens * k, 40 + n_tokens), w = RandomValues(n_out * k, 41, 0.2f);
+    const std::vector<float> bias = RandomValues(n_out, 42);
+    Tensor x_cpu = Make(*cpu_, x, n_tokens, k), x_gpu = Make(*cuda_, x, n_tokens, k);
+    Tensor w_cpu = upload_q8(*cpu_, w, n_out, k), w_gpu = upload_q8(*cuda_, w, n_out, k);
+    Tensor b_cpu = Make(*cpu_, bias, 1, n_out), b_gpu = Make(*cuda_, bias, 1, n_out);
+    const std::string what = absl::StrCat("Q8_0 T=", n_tokens, " K=", k);
+    Tensor o_cpu = Make(*cpu_, std::vector<float>(n_tokens * n_out), n_tokens, n_out);
+    Tensor o_gpu = Make(*cuda_, std::vector<float>(n_tokens * n_out), n_tokens, n_out);
+    cpu_->MatMul(x_cpu, w_cpu, &b_cpu, o_cpu);
+    cuda_->MatMul(x_gpu, w_gpu, &b_gpu, o_gpu);
+    const std::vector<float> all = Read(*cuda_, o_gpu);
+    ExpectNear(Read(*cpu_, o_cpu), all, 1e-4f, what);
+    std::vector<int32_t> rows = {n_tokens - 1, 0};
+    Tensor r_cpu = Make(*cpu_, std::vector<float>(2 * n_out), 2, n_out);
+    Tensor r_gpu = Make(*cuda_, std::vector<float>(2 * n_out), 2, n_out);
+    cpu_->MatMul(x_cpu, w_cpu, nullptr, r_cpu, rows);
+    cuda_->MatMul(x_gpu, w_gpu, nullptr, r_gpu, rows);
+    ExpectNear(Read(*cpu_, r_cpu), Read(*cuda_, r_gpu), 1e-4f, what + " rows");
+    for (int t = 0; t < n_tokens; ++t) {
+      Tensor x_one = Make(*cuda_, std::vector<float>(x.begin() + t * k, x.begin() + (t + 1) * k), 1, k);
+      Tensor o_one = Make(*cuda_, std::vector<float>(n_out), 1, n_out);
+      cuda_->MatMul(x_one, w_gpu, &b_gpu, o_one);
+      const std::vector<float> one = Read(*cuda_, o_one);
+      for (int n = 0; n < n_out; ++n) ASSERT_EQ(one[n], all[t * n_out + n]) << what << " token " << t << " row " << n;
     }
   }
 }
