@@ -136,16 +136,27 @@ __device__ __forceinline__ int32_t Dot4(int32_t a, int32_t b, int32_t acc) {
 #endif
 }
 
-__device__ __forceinline__ int32_t Load4(const int8_t* p) {
-  int32_t v;
-  memcpy(&v, p, sizeof(v));  // a Q8_0 row's values are 4-byte aligned only when its block count is even
-  return v;
+// The 32 int8 values of a block as eight words: two 16-byte loads when `p` is 16-byte aligned,
+// else four bytes at a time (by memcpy: the compiler splits what it cannot prove aligned).
+template <bool kAligned16>
+__device__ __forceinline__ void LoadBlock(const int8_t* p, int32_t words[8]) {
+  if constexpr (kAligned16) {
+    const uint4 lo = reinterpret_cast<const uint4*>(p)[0];
+    const uint4 hi = reinterpret_cast<const uint4*>(p)[1];
+    memcpy(words, &lo, sizeof(lo));
+    memcpy(words + 4, &hi, sizeof(hi));
+  } else {
+    for (int i = 0; i < 8; ++i) memcpy(&words[i], p + 4 * i, sizeof(int32_t));
+  }
 }
 
 // One warp per weight row, as MatMulWarpKernel: lane l takes blocks l, l + 32, ...; a block's
 // 32 products are an exact integer, which becomes f32 times the two scales and is added to the
 // lane's sum for its token, blocks in order; WarpSum then reduces the lanes. A token's result
-// depends only on its own row, so batching never changes it.
+// depends only on its own row, so batching never changes it, and the load width (kAligned16:
+// the row's values start 16-byte aligned, a multiple of 8 blocks a row) never changes a bit.
+// The activations' blocks always are aligned (their rows are k bytes, k a multiple of 32).
+template <bool kAligned16>
 __global__ void MatMulQ8WarpKernel(const int8_t* x_values, const float* x_scales, int64_t n_tokens, int64_t k,
                                    const uint8_t* w, int64_t n_out, const float* bias, float* out) {
   const int lane = threadIdx.x % 32;
@@ -161,15 +172,16 @@ __global__ void MatMulQ8WarpKernel(const int8_t* x_values, const float* x_scales
   float acc[kTokenTile] = {};
   for (int64_t b = lane; b < n_blocks; b += 32) {
     const float w_scale = Q8BlockScale(row, b);
-    int32_t sums[kTokenTile] = {};
-    for (int i = 0; i < kQ8BlockSize; i += 4) {
-      const int32_t w4 = Load4(w_values + b * kQ8BlockSize + i);
-#pragma unroll
-      for (int j = 0; j < kTokenTile; ++j) sums[j] = Dot4(w4, Load4(x_values + tokens[j] * k + b * kQ8BlockSize + i), sums[j]);
-    }
+    int32_t w_words[8];
+    LoadBlock<kAligned16>(w_values + b * kQ8BlockSize, w_words);
 #pragma unroll
     for (int j = 0; j < kTokenTile; ++j) {
-      acc[j] += static_cast<float>(sums[j]) * (w_scale * x_scales[tokens[j] * n_blocks + b]);
+      int32_t x_words[8];
+      LoadBlock<true>(x_values + tokens[j] * k + b * kQ8BlockSize, x_words);
+      int32_t sum = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sum = Dot4(w_words[i], x_words[i], sum);
+      acc[j] += static_cast<float>(sum) * (w_scale * x_scales[tokens[j] * n_blocks + b]);
     }
   }
   const float bias_n = bias != nullptr ? bias[n] : 0.0f;
@@ -245,8 +257,14 @@ cudaError_t LaunchMatMulQ8(const float* x, const int32_t* rows, int64_t n_tokens
   if (error != cudaSuccess) return error;
   const dim3 grid(static_cast<unsigned>((n_out + kWarpsPerBlock - 1) / kWarpsPerBlock),
                   static_cast<unsigned>((n_tokens + kTokenTile - 1) / kTokenTile));
-  return LaunchKernel(MatMulQ8WarpKernel, grid, 32 * kWarpsPerBlock, 0, stream, values, scales, n_tokens, k,
-                      static_cast<const uint8_t*>(w), n_out, bias, out);
+  const auto* weights = static_cast<const uint8_t*>(w);
+  // Rows of a multiple of 8 blocks keep every row's values 16-byte aligned (cudaMalloc'd base).
+  if ((k / kQ8BlockSize) % 8 == 0) {
+    return LaunchKernel(MatMulQ8WarpKernel<true>, grid, 32 * kWarpsPerBlock, 0, stream, values, scales, n_tokens, k,
+                        weights, n_out, bias, out);
+  }
+  return LaunchKernel(MatMulQ8WarpKernel<false>, grid, 32 * kWarpsPerBlock, 0, stream, values, scales, n_tokens, k,
+                      weights, n_out, bias, out);
 }
 
 cudaError_t LaunchGatherConvert(const float* x, const int32_t* rows, int64_t n_tokens, int64_t k, int dtype,
