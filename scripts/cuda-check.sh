@@ -159,52 +159,41 @@ if [ -f "$target/config.json" ] && "$bin/splitspec" make-model --draft-of "$targ
       --prompt "$prompt" --max-tokens 64
     port=50160
     declare -A router_port=()
-    # DRAFTER:POLICY[+pipeline]; the self drafter's drafts are the target's own tokens.
-    for run in drafter:none drafter:static:3 drafter:smartspec drafter:static:3+pipeline \
-               self:static:3 self:smartspec self:static:3+pipeline self:smartspec+pipeline; do
-      port=$((port + 1))
-      drafter_socket="${run%%:*}"
-      policy="${run#*:}"
-      pipeline=off
+    # serve_and_compare VERIFIER DRAFTER:POLICY[+pipeline] REFERENCE_LOG WHAT: a router over the
+    # sockets VERIFIER and DRAFTER, one generation through it, and its text against
+    # REFERENCE_LOG's (a local generation: the prompt first); the router's port goes in router_port.
+    serve_and_compare() {
+      local verifier="$1" run="$2" reference="$3" what="$4"
+      local drafter_socket="${run%%:*}" policy="${run#*:}" pipeline=off
       if [[ "$policy" == *+pipeline ]]; then
         pipeline=on
         policy="${policy%+pipeline}"
       fi
-      tag="$drafter_socket-${policy//:/}"
+      local tag="$drafter_socket-${policy//:/}"
       [ "$pipeline" = on ] && tag="$tag-pipeline"
-      if start "router-$tag" "$bin/splitspec-router" --verifier "unix://$sock/verifier" \
+      port=$((port + 1))
+      if start "router-$tag" "$bin/splitspec-router" --verifier "unix://$sock/$verifier" \
            --drafter "model=unix://$sock/$drafter_socket" --policy "$policy" --pipeline "$pipeline" \
            --port "$port" --metrics-port -1; then
         router_port[$tag]=$port
         step "generate-services-$tag" 120 "$bin/splitspec" generate --router "127.0.0.1:$port" \
           --prompt "$prompt" --max-tokens 64
-        same_text "services-$tag-greedy-equals-cpu-target" "$out/generate-services-reference-cpu.log" \
-          "$prompt_lines" "$out/generate-services-$tag.log" 0
+        same_text "services-$tag-greedy-equals-$what" "$reference" "$prompt_lines" "$out/generate-services-$tag.log" 0
       else
         record "router $tag start" 1
       fi
+    }
+    # The self drafter's drafts are the target's own tokens.
+    for run in drafter:none drafter:static:3 drafter:smartspec drafter:static:3+pipeline \
+               self:static:3 self:smartspec self:static:3+pipeline self:smartspec+pipeline; do
+      serve_and_compare verifier "$run" "$out/generate-services-reference-cpu.log" cpu-target
     done
     # The 8-bit target on the GPU verifying its own 8-bit drafts: greedy output equals that
     # target's plain greedy output on the GPU.
     step "generate-int8-reference-$device" 120 "$bin/splitspec" generate --model "$target" --quantize int8 \
       --device "$device" --prompt "$prompt" --max-tokens 64
-    for run in static:3 smartspec static:3+pipeline; do
-      port=$((port + 1))
-      policy="${run%+pipeline}"
-      pipeline=off
-      [ "$policy" != "$run" ] && pipeline=on
-      tag="int8-${policy//:/}"
-      [ "$pipeline" = on ] && tag="$tag-pipeline"
-      if start "router-$tag" "$bin/splitspec-router" --verifier "unix://$sock/verifier-int8" \
-           --drafter "model=unix://$sock/self-int8" --policy "$policy" --pipeline "$pipeline" \
-           --port "$port" --metrics-port -1; then
-        step "generate-services-$tag" 120 "$bin/splitspec" generate --router "127.0.0.1:$port" \
-          --prompt "$prompt" --max-tokens 64
-        same_text "services-$tag-greedy-equals-int8-target" "$out/generate-int8-reference-$device.log" \
-          "$prompt_lines" "$out/generate-services-$tag.log" 0
-      else
-        record "router $tag start" 1
-      fi
+    for run in self-int8:static:3 self-int8:smartspec self-int8:static:3+pipeline; do
+      serve_and_compare verifier-int8 "$run" "$out/generate-int8-reference-$device.log" int8-target
     done
     if [ -f bench/workloads/code.jsonl ]; then
       for tag in drafter-smartspec self-smartspec self-smartspec-pipeline; do

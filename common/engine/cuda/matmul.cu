@@ -212,6 +212,10 @@ __global__ void AddBiasKernel(float* out, const float* bias, int64_t n_elements,
   if (i < n_elements) out[i] += bias[i % n_out];
 }
 
+// Bytes of the quantized activations' int8 values, rounded up so that their scales, which
+// follow them in the scratch buffer, start 16-byte aligned.
+size_t Q8ValueBytes(int64_t n_tokens, int64_t k) { return (static_cast<size_t>(n_tokens * k) + 15) / 16 * 16; }
+
 }  // namespace
 
 cudaError_t LaunchMatMulWarp(const float* x, const int32_t* rows, int64_t n_tokens, int64_t k, const void* w,
@@ -243,15 +247,14 @@ cudaError_t LaunchMatMulWarp(const float* x, const int32_t* rows, int64_t n_toke
 }
 
 size_t Q8ActivationBytes(int64_t n_tokens, int64_t k) {
-  const size_t values = (static_cast<size_t>(n_tokens * k) + 15) / 16 * 16;
-  return values + static_cast<size_t>(n_tokens * (k / kQ8BlockSize)) * sizeof(float);
+  return Q8ValueBytes(n_tokens, k) + static_cast<size_t>(n_tokens * (k / kQ8BlockSize)) * sizeof(float);
 }
 
 cudaError_t LaunchMatMulQ8(const float* x, const int32_t* rows, int64_t n_tokens, int64_t k, const void* w,
                            int64_t n_out, const float* bias, float* out, void* scratch, cudaStream_t stream) {
   if (n_tokens == 0 || n_out == 0) return cudaSuccess;
   auto* values = static_cast<int8_t*>(scratch);
-  auto* scales = reinterpret_cast<float*>(values + (static_cast<size_t>(n_tokens * k) + 15) / 16 * 16);
+  auto* scales = reinterpret_cast<float*>(values + Q8ValueBytes(n_tokens, k));
   cudaError_t error = LaunchKernel(QuantizeRowsQ8Kernel, static_cast<unsigned>(n_tokens), 128, 0, stream, x, rows, k,
                                    values, scales);
   if (error != cudaSuccess) return error;

@@ -47,6 +47,20 @@ class CudaForwardTest : public CudaTest {
     return loaded;
   }
 
+  // Logits of a 21-token prefill (rows 0, 10 and 20), then of every node of a 6-node tree over
+  // it (node 5's path: 0, 1, 3, 5), from the small model loaded with `options`.
+  static std::vector<float> PrefillAndTreeLogits(Backend& backend, const ModelLoadOptions& options = {}) {
+    Loaded m = Load(backend, SmallModelDir(), options);
+    EXPECT_TRUE(m.kv->AddSequence(1).ok());
+    ForwardResult result;
+    EXPECT_TRUE(m.model->Forward({SequenceStep{1, Tokens(21, 1), {}, {0, 10, 20}}}, *m.kv, &result).ok());
+    std::vector<float> logits = result.logits;
+    SequenceStep verify{1, Tokens(6, 2), {-1, 0, 0, 1, 1, 3}, {0, 1, 2, 3, 4, 5}};
+    EXPECT_TRUE(m.model->Forward({verify}, *m.kv, &result).ok());
+    logits.insert(logits.end(), result.logits.begin(), result.logits.end());
+    return logits;
+  }
+
   static std::vector<int32_t> Tokens(int n, uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::vector<int32_t> tokens(n);
@@ -56,23 +70,9 @@ class CudaForwardTest : public CudaTest {
 };
 
 TEST_F(CudaForwardTest, PrefillAndTreeLogitsMatchCpu) {
-  const std::vector<int32_t> context = Tokens(21, 1), tree = Tokens(6, 2);
-  const std::vector<int32_t> parents = {-1, 0, 0, 1, 1, 3};
-  std::vector<float> logits[2];
-  for (int b = 0; b < 2; ++b) {
-    Backend& backend = b == 0 ? *cpu_ : static_cast<Backend&>(*cuda_);
-    Loaded m = Load(backend);
-    ASSERT_TRUE(m.kv->AddSequence(1).ok());
-    SequenceStep prefill{1, context, {}, {0, 10, 20}};
-    ForwardResult result;
-    ASSERT_TRUE(m.model->Forward({prefill}, *m.kv, &result).ok());
-    logits[b] = result.logits;
-    SequenceStep verify{1, tree, parents, {0, 1, 2, 3, 4, 5}};
-    ASSERT_TRUE(m.model->Forward({verify}, *m.kv, &result).ok());
-    logits[b].insert(logits[b].end(), result.logits.begin(), result.logits.end());
-  }
+  const std::vector<float> cpu = PrefillAndTreeLogits(*cpu_), gpu = PrefillAndTreeLogits(*cuda_);
   ASSERT_TRUE(cuda_->status().ok()) << cuda_->status();
-  ExpectNear(logits[0], logits[1], kForwardTolerance, "small model logits");
+  ExpectNear(cpu, gpu, kForwardTolerance, "small model logits");
 }
 
 // --quantize int8 on the GPU: the same quantized model as on the CPU (embedding, every layer
@@ -86,33 +86,21 @@ TEST_F(CudaForwardTest, PrefillAndTreeLogitsMatchCpu) {
 TEST_F(CudaForwardTest, Int8WeightsMatchTheCpuBackend) {
   ModelLoadOptions int8;
   int8.quantize = WeightQuantization::kInt8;
-  const std::vector<int32_t> context = Tokens(21, 1), tree = Tokens(6, 2);
-  const std::vector<int32_t> parents = {-1, 0, 0, 1, 1, 3};
-  std::vector<float> logits[2];
-  for (int b = 0; b < 2; ++b) {
-    Backend& backend = b == 0 ? *cpu_ : static_cast<Backend&>(*cuda_);
-    Loaded m = Load(backend, SmallModelDir(), int8);
-    ASSERT_TRUE(m.kv->AddSequence(1).ok());
-    SequenceStep prefill{1, context, {}, {0, 10, 20}};
-    ForwardResult result;
-    ASSERT_TRUE(m.model->Forward({prefill}, *m.kv, &result).ok());
-    logits[b] = result.logits;
-    SequenceStep verify{1, tree, parents, {0, 1, 2, 3, 4, 5}};
-    ASSERT_TRUE(m.model->Forward({verify}, *m.kv, &result).ok());
-    logits[b].insert(logits[b].end(), result.logits.begin(), result.logits.end());
-    if (b == 1) {
-      // Node 5's path is 0 -> 1 -> 3 -> 5: fed as a chain in a second sequence it gives node 5's bits.
-      ASSERT_TRUE(m.kv->AddSequence(2).ok());
-      ASSERT_TRUE(m.model->Forward({SequenceStep{2, context, {}, {}}}, *m.kv, &result).ok());
-      SequenceStep chain{2, {tree[0], tree[1], tree[3], tree[5]}, {}, {3}};
-      ASSERT_TRUE(m.model->Forward({chain}, *m.kv, &result).ok());
-      const size_t vocab = result.logits.size();
-      const std::vector<float> node5(logits[1].end() - static_cast<int64_t>(vocab), logits[1].end());
-      for (size_t i = 0; i < vocab; ++i) ASSERT_EQ(result.logits[i], node5[i]) << i;
-    }
-  }
+  const std::vector<float> cpu = PrefillAndTreeLogits(*cpu_, int8), gpu = PrefillAndTreeLogits(*cuda_, int8);
   ASSERT_TRUE(cuda_->status().ok()) << cuda_->status();
-  ExpectNear(logits[0], logits[1], kInt8ForwardTolerance, "small model logits, int8 weights");
+  ExpectNear(cpu, gpu, kInt8ForwardTolerance, "small model logits, int8 weights");
+
+  // Node 5's path is 0 -> 1 -> 3 -> 5: fed as a chain after the same context it gives node 5's bits.
+  Loaded m = Load(*cuda_, SmallModelDir(), int8);
+  ASSERT_TRUE(m.kv->AddSequence(2).ok());
+  const std::vector<int32_t> tree = Tokens(6, 2);
+  std::vector<int32_t> path = Tokens(21, 1);
+  for (int node : {0, 1, 3, 5}) path.push_back(tree[node]);
+  ForwardResult chain;
+  ASSERT_TRUE(m.model->Forward({SequenceStep{2, path, {}, {static_cast<int32_t>(path.size()) - 1}}}, *m.kv, &chain).ok());
+  ASSERT_TRUE(cuda_->status().ok()) << cuda_->status();
+  const std::vector<float> node5(gpu.end() - static_cast<int64_t>(chain.logits.size()), gpu.end());
+  for (size_t i = 0; i < chain.logits.size(); ++i) ASSERT_EQ(chain.logits[i], node5[i]) << i;
 }
 
 TEST_F(CudaForwardTest, TreeNodesEqualTheirChainsOnTheGpu) {
