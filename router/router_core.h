@@ -302,8 +302,9 @@ class RouterCore {
   // only where the Propose such drafts save outweighs the extra level and what of the draft
   // made ahead outlasts the verify call (predicted at `verify_seconds`).
   bool DraftGuessPays(const Active& r, int32_t k, int32_t max_k, double verify_seconds) const;
-  // The latency model's figure for the verify call of the planned step.
-  double PlannedVerifySeconds(const StepPlan& plan) const;
+  // The latency model's figure for the verify call of the planned step: each request feeds its
+  // pending token and its planned nodes, or (`drafted`) the draft tokens it really has.
+  double PlannedVerifySeconds(const StepPlan& plan, bool drafted) const;
   // The chance that request r's chain of k and the guess after it all land: its acceptance
   // estimate to the power k + 1.
   double ChainAndGuessLand(const Active& r, int32_t k) const;

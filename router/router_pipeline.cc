@@ -63,11 +63,12 @@ void RouterCore::KeepGuess(size_t i, StepPlan* plan) {
   if (!d.scores.empty()) d.scores.resize(k);
 }
 
-double RouterCore::PlannedVerifySeconds(const StepPlan& plan) const {
+double RouterCore::PlannedVerifySeconds(const StepPlan& plan, bool drafted) const {
   double context = 0, fed = 0;
   for (size_t i = 0; i < plan.batch.size(); ++i) {
     context += static_cast<double>(plan.batch[i]->history.size());
-    fed += 1.0 + static_cast<double>(std::max(plan.nodes[i], 0));
+    const size_t nodes = drafted ? plan.drafts[i].tokens.size() : static_cast<size_t>(std::max(plan.nodes[i], 0));
+    fed += 1.0 + static_cast<double>(nodes);
   }
   return latency_.TargetSeconds(context, fed);
 }
@@ -85,10 +86,11 @@ bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, doubl
   const int32_t context = static_cast<int32_t>(r.history.size());
   const double hit = ChainAndGuessLand(r, k);
   const double rpc = latency_.RpcSeconds();
-  const double chain = latency_.DraftSeconds(r.pool, std::vector<int32_t>{context}, std::vector<int32_t>{k});
-  const double deeper = latency_.DraftSeconds(r.pool, std::vector<int32_t>{context}, std::vector<int32_t>{k + 1});
-  const double ahead =
-      latency_.DraftSeconds(r.pool, std::vector<int32_t>{context + k + 1}, std::vector<int32_t>{k + 1});
+  const LatencyModel::ResolvedDrafter drafter = latency_.Resolve(r.pool);
+  const std::vector<int32_t> ctx = {context}, ahead_ctx = {context + k + 1}, levels = {k}, deeper_levels = {k + 1};
+  const double chain = latency_.DraftSeconds(drafter, ctx, levels);
+  const double deeper = latency_.DraftSeconds(drafter, ctx, deeper_levels);
+  const double ahead = latency_.DraftSeconds(drafter, ahead_ctx, deeper_levels);
   const double outlasting = std::max(0.0, ahead - verify_seconds);
   return (1 - hit) * (deeper + rpc) + outlasting < chain + rpc;
 }
@@ -96,12 +98,7 @@ bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, doubl
 std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& plan) {
   // The verify call this step is about to make, as the latency model predicts it: a draft made
   // ahead that takes longer than that delays the step even when it turns out useless.
-  double context = 0, fed = 0;
-  for (size_t i = 0; i < plan.batch.size(); ++i) {
-    context += static_cast<double>(plan.batch[i]->history.size());
-    fed += 1.0 + static_cast<double>(plan.drafts[i].tokens.size());
-  }
-  const double verify_seconds = latency_.TargetSeconds(context, fed);
+  const double verify_seconds = PlannedVerifySeconds(plan, /*drafted=*/true);
   std::map<std::string, AheadCall> by_pool;
   for (size_t i = 0; i < plan.batch.size(); ++i) {
     const Active* r = plan.batch[i];

@@ -244,7 +244,7 @@ RouterCore::PoolCall RouterCore::BuildPoolCall(const std::string& pool, std::vec
   PoolCall call;
   call.pool = pool;
   call.members = std::move(members);
-  const double verify_seconds = options_.pipeline ? PlannedVerifySeconds(plan) : 0.0;
+  const double verify_seconds = options_.pipeline ? PlannedVerifySeconds(plan, /*drafted=*/false) : 0.0;
   for (size_t i : call.members) {
     const Active* r = plan.batch[i];
     int32_t known = 0;
