@@ -309,9 +309,9 @@ std::vector<int32_t> GoodputModel::BestPerRequest() const {
   std::vector<int32_t> best(items_.size(), 0);
   double best_goodput = Goodput(best);
   if (pools_.empty() || max_k_ == 0) return best;
-  // The solver's costs are the linear model's; where the target's batch shape bends the
-  // forward's cost (flat, then rising), the uniform candidates, priced exactly, are the
-  // safety net.
+  // The solver's costs are the linear model's; where the target's or a drafter's batch shape
+  // bends the forward's cost (flat, then rising), the uniform candidates, priced exactly, are
+  // the safety net.
   {
     std::vector<int32_t> uniform = BestUniform();
     const double g = Goodput(uniform);
@@ -336,7 +336,8 @@ std::vector<int32_t> GoodputModel::BestPerRequest() const {
 // Uniform k: for each x in [0, max_k], one pass over m accumulates the prefix's expected
 // tokens and step time (the drafting by the linear decomposition above, with every
 // speculative request of the prefix at depth x, so each pool that drafts pays its fixed part
-// once; the target's forward as the latency model predicts it, batch shape included), giving
+// once, times the pool's batch shape at its drafting count; the target's forward as the
+// latency model predicts it, batch shape included), giving
 // every (m, x) in O(n max_k^2) instead of O(n^2 max_k) through StepSeconds. Per prefix the
 // smallest of equally good x wins (as BestUniform), then the longest of equally good prefixes.
 //
@@ -356,9 +357,12 @@ GoodputModel::Prefix GoodputModel::BestUniformPrefix(int32_t min_size) const {
   for (int32_t x = 0; x <= max_k_; ++x) {
     const std::vector<DrafterCost> costs = CostsAtDepths(std::vector<int32_t>(pools_.size(), x));
     // The target's forward as the model predicts it (its batch shape and residual included);
-    // the drafting and RPCs accumulate in `time`.
+    // RPCs and catch-up charges accumulate in `time`, each pool's draft forwards on its line in
+    // `draft_line` (every drafting request of a uniform step takes part in all x forwards, so
+    // the pool's batch shape at its count of them prices all of them).
     double tokens = 0, time = rpc, n_ctx = 0, n_tok = 0;
-    std::vector<char> drafting(pools_.size(), 0);
+    std::vector<double> draft_line(pools_.size(), 0);
+    std::vector<int32_t> drafting(pools_.size(), 0);
     for (int32_t m = 1; m <= n; ++m) {
       const GoodputItem& it = items_[m - 1];
       const int32_t p = pool_index_[m - 1];
@@ -368,18 +372,21 @@ GoodputModel::Prefix GoodputModel::BestUniformPrefix(int32_t min_size) const {
       n_tok += 1 + k;
       if (k > 0) {
         const DrafterCost& c = costs[p];
-        if (!drafting[p]) {
-          drafting[p] = 1;
-          time += rpc * Exposure(p, k).rpc + (c.model_free ? c.constant_seconds : k * c.forward.delta);
+        if (drafting[p]++ == 0) {
+          time += rpc * Exposure(p, k).rpc + (c.model_free ? c.constant_seconds : 0.0);
+          if (!c.model_free) draft_line[p] += k * c.forward.delta;
         }
         if (!c.model_free) {
           for (int32_t s = 1; s <= k; ++s) {
-            time += c.forward.alpha * (it.context + s - 1) + c.forward.gamma;
+            draft_line[p] += c.forward.alpha * (it.context + s - 1) + c.forward.gamma;
           }
         }
         time += CatchUpSeconds(m - 1, c);
       }
-      const double step = time + model_.TargetSeconds(n_ctx, n_tok);
+      double step = time + model_.TargetSeconds(n_ctx, n_tok);
+      for (size_t q = 0; q < pools_.size(); ++q) {
+        if (drafting[q] > 0) step += draft_line[q] * pool_drafters_[q].Shape(drafting[q]);
+      }
       const double g = step > 0 ? tokens / step : 0.0;
       if (best_g[m] < 0 || g > best_g[m] * (1 + 1e-12)) {
         best_g[m] = g;

@@ -39,10 +39,21 @@ nlohmann::json ForwardToJson(const ForwardCoefficients& c) {
   return {{"alpha", c.alpha}, {"gamma", c.gamma}, {"delta", c.delta}};
 }
 
+nlohmann::json BatchFactorsToJson(const std::map<int32_t, double>& factors) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [n, f] : factors) j[std::to_string(n)] = f;
+  return j;
+}
+
+void SetShape(const std::map<int32_t, double>& factors, BatchResidual* shape) {
+  shape->Clear();
+  for (const auto& [n, f] : factors) shape->Set(n, f);
+}
+
 // {"<fed tokens>": factor, ...}: keys positive integers, factors positive and finite.
-absl::StatusOr<std::map<int32_t, double>> ParseBatchFactors(const nlohmann::json& j) {
-  const auto bad = [](const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat("latency model target.batch_factors: ", why));
+absl::StatusOr<std::map<int32_t, double>> ParseBatchFactors(const nlohmann::json& j, const std::string& what) {
+  const auto bad = [&what](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("latency model ", what, ": ", why));
   };
   if (!j.is_object()) return bad("expected an object");
   std::map<int32_t, double> factors;
@@ -86,8 +97,8 @@ LatencyModel::LatencyModel() {
   // Same figures as configs/latency/a100-7b-160m.json (see that file for their provenance).
   description_ = "built-in default: 7B target + 160M draft on one A100 (SmartSpec regime)";
   target_ = {1.0e-7, 2.0e-4, 0.012};
-  drafters_["default"] = DrafterCost{false, {1.0e-8, 2.0e-5, 0.003}, 0};
-  drafters_["ngram"] = DrafterCost{true, {}, 0.0002};
+  set_drafter("default", DrafterCost{false, {1.0e-8, 2.0e-5, 0.003}, 0});
+  set_drafter("ngram", DrafterCost{true, {}, 0.0002});
   rpc_file_seconds_ = rpc_seconds_ = 0.0003;
 }
 
@@ -101,7 +112,7 @@ absl::StatusOr<LatencyModel> LatencyModel::FromJson(const nlohmann::json& j) {
   if (!target.ok()) return target.status();
   m.target_ = *target;
   if (j["target"].contains("batch_factors")) {
-    auto factors = ParseBatchFactors(j["target"]["batch_factors"]);
+    auto factors = ParseBatchFactors(j["target"]["batch_factors"], "target.batch_factors");
     if (!factors.ok()) return factors.status();
     m.set_target_batch_factors(*std::move(factors));
   }
@@ -128,7 +139,12 @@ absl::StatusOr<LatencyModel> LatencyModel::FromJson(const nlohmann::json& j) {
         return absl::InvalidArgumentError(
             absl::StrCat("latency model drafter '", name, "': unknown kind '", kind, "'"));
       }
-      m.drafters_[name] = cost;
+      m.set_drafter(name, cost);
+      if (entry.contains("batch_factors")) {
+        auto factors = ParseBatchFactors(entry["batch_factors"], absl::StrCat("drafters.", name, ".batch_factors"));
+        if (!factors.ok()) return factors.status();
+        m.set_drafter_batch_factors(name, *std::move(factors));
+      }
     }
   }
   const double rpc = j.value("rpc_overhead_seconds", 0.0);
@@ -152,18 +168,16 @@ nlohmann::json LatencyModel::ToJson() const {
   nlohmann::json j;
   j["description"] = description_;
   j["target"] = ForwardToJson(target_);
-  if (!batch_factors_.empty()) {
-    nlohmann::json factors = nlohmann::json::object();
-    for (const auto& [n, f] : batch_factors_) factors[std::to_string(n)] = f;
-    j["target"]["batch_factors"] = factors;
-  }
+  if (!batch_factors_.empty()) j["target"]["batch_factors"] = BatchFactorsToJson(batch_factors_);
   nlohmann::json drafters = nlohmann::json::object();
-  for (const auto& [name, cost] : drafters_) {
+  for (const auto& [name, entry] : drafters_) {
+    const DrafterCost& cost = entry.cost;
     if (cost.model_free) {
       drafters[name] = {{"kind", "model_free"}, {"constant_seconds", cost.constant_seconds}};
     } else {
       nlohmann::json d = ForwardToJson(cost.forward);
       d["kind"] = "model";
+      if (!entry.batch_factors.empty()) d["batch_factors"] = BatchFactorsToJson(entry.batch_factors);
       drafters[name] = d;
     }
   }
@@ -180,7 +194,7 @@ absl::Status LatencyModel::Save(const std::string& path) const {
   return out ? absl::OkStatus() : absl::DataLossError(absl::StrCat("short write to ", path));
 }
 
-const DrafterCost* LatencyModel::FindDrafter(const std::string& pool) const {
+const LatencyModel::DrafterEntry* LatencyModel::FindDrafter(const std::string& pool) const {
   auto it = drafters_.find(pool);
   if (it != drafters_.end()) return &it->second;
   it = drafters_.find("default");
@@ -211,10 +225,10 @@ ForwardCoefficients LatencyModel::EffectiveTarget() const {
 }
 
 DrafterCost LatencyModel::EffectiveDrafter(const std::string& pool) const {
-  const DrafterCost* raw = FindDrafter(pool);
-  if (raw == nullptr) return DrafterCost{true, {}, 0};
+  const DrafterEntry* entry = FindDrafter(pool);
+  if (entry == nullptr) return DrafterCost{true, {}, 0};
   const double s = draft_scale(pool);
-  DrafterCost c = *raw;
+  DrafterCost c = entry->cost;
   c.forward = {c.forward.alpha * s, c.forward.gamma * s, c.forward.delta * s};
   c.constant_seconds *= s;
   return c;
@@ -231,16 +245,32 @@ double LatencyModel::TargetSeconds(double n_context, double n_batched) const {
 
 void LatencyModel::set_target_batch_factors(std::map<int32_t, double> factors) {
   batch_factors_ = std::move(factors);
-  batch_shape_.Clear();
-  for (const auto& [n, f] : batch_factors_) batch_shape_.Set(n, f);
+  SetShape(batch_factors_, &batch_shape_);
 }
 
-double LatencyModel::RawDraftSeconds(const DrafterCost& cost, absl::Span<const int32_t> ctx,
-                                     absl::Span<const int32_t> k,
-                                     double first_forward_tokens) const {
+void LatencyModel::set_drafter_batch_factors(const std::string& pool, std::map<int32_t, double> factors) {
+  auto it = drafters_.find(pool);
+  if (it == drafters_.end()) return;
+  it->second.batch_factors = std::move(factors);
+  SetShape(it->second.batch_factors, &it->second.shape);
+}
+
+const std::map<int32_t, double>& LatencyModel::drafter_batch_factors(const std::string& pool) const {
+  static const std::map<int32_t, double> kNone;
+  auto it = drafters_.find(pool);
+  return it == drafters_.end() ? kNone : it->second.batch_factors;
+}
+
+double LatencyModel::DraftShape(const std::string& pool, double n_batched) const {
+  return Resolve(pool).Shape(n_batched);
+}
+
+double LatencyModel::RawDraftSeconds(const ResolvedDrafter& drafter, absl::Span<const int32_t> ctx,
+                                     absl::Span<const int32_t> k, double first_forward_tokens) {
   int32_t depth = 0;
   for (int32_t ki : k) depth = std::max(depth, ki);
   if (depth == 0) return 0;
+  const DrafterCost& cost = *drafter.raw;
   if (cost.model_free) return cost.constant_seconds;
   double total = 0;
   for (int32_t s = 1; s <= depth; ++s) {
@@ -252,7 +282,7 @@ double LatencyModel::RawDraftSeconds(const DrafterCost& cost, absl::Span<const i
       }
     }
     if (s == 1 && first_forward_tokens >= 0) n_tok = std::max(n_tok, first_forward_tokens);
-    total += cost.forward.Predict(n_ctx, n_tok);
+    total += cost.forward.Predict(n_ctx, n_tok) * drafter.Shape(n_tok);
   }
   return total;
 }
@@ -264,15 +294,18 @@ double LatencyModel::DraftSeconds(const std::string& pool, absl::Span<const int3
 
 LatencyModel::ResolvedDrafter LatencyModel::Resolve(const std::string& pool) const {
   ResolvedDrafter resolved;
-  resolved.raw = FindDrafter(pool);
-  if (resolved.raw != nullptr) resolved.scale = draft_scale(pool);
+  const DrafterEntry* entry = FindDrafter(pool);
+  if (entry == nullptr) return resolved;
+  resolved.raw = &entry->cost;
+  resolved.shape = &entry->shape;
+  resolved.scale = draft_scale(pool);
   return resolved;
 }
 
 double LatencyModel::DraftSeconds(const ResolvedDrafter& drafter, absl::Span<const int32_t> ctx,
                                   absl::Span<const int32_t> k, double first_forward_tokens) const {
   if (drafter.raw == nullptr) return 0;
-  return drafter.scale * RawDraftSeconds(*drafter.raw, ctx, k, first_forward_tokens);
+  return drafter.scale * RawDraftSeconds(drafter, ctx, k, first_forward_tokens);
 }
 
 void LatencyModel::ObserveTarget(double n_context, double n_batched, double observed) {
@@ -293,12 +326,11 @@ void LatencyModel::set_batch_residual(bool on) {
 void LatencyModel::ObserveDraft(const std::string& pool, absl::Span<const int32_t> ctx,
                                 absl::Span<const int32_t> k, double observed,
                                 double first_forward_tokens) {
-  const DrafterCost* raw = FindDrafter(pool);
-  if (raw == nullptr) return;
+  const ResolvedDrafter drafter = Resolve(pool);
+  if (drafter.raw == nullptr) return;
   if (IsCatchUp(k, first_forward_tokens)) return;
-  const double scale = draft_scale(pool);
   draft_scales_[pool] =
-      UpdateScale(scale, RawDraftSeconds(*raw, ctx, k, first_forward_tokens), observed);
+      UpdateScale(drafter.scale, RawDraftSeconds(drafter, ctx, k, first_forward_tokens), observed);
 }
 
 void LatencyModel::ObserveDraftExposure(double exposed_share) {
@@ -323,13 +355,17 @@ std::string LatencyModel::Summary() const {
     absl::StrAppendFormat(&s, " | refit alpha=%.3g gamma=%.3g delta=%.3g", refit_target_->alpha,
                           refit_target_->gamma, refit_target_->delta);
   }
-  for (const auto& [name, cost] : drafters_) {
+  for (const auto& [name, entry] : drafters_) {
+    const DrafterCost& cost = entry.cost;
     if (cost.model_free) {
       absl::StrAppendFormat(&s, " | %s const=%.3gs", name, cost.constant_seconds);
     } else {
       absl::StrAppendFormat(&s, " | %s alpha=%.3g gamma=%.3g delta=%.3g (x%.2f)", name,
                             cost.forward.alpha, cost.forward.gamma, cost.forward.delta,
                             draft_scale(name));
+      if (!entry.batch_factors.empty()) {
+        absl::StrAppendFormat(&s, " shape over %d sizes", entry.batch_factors.size());
+      }
     }
   }
   return s;

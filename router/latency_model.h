@@ -58,7 +58,15 @@ class LatencyModel {
   double TargetShape(double n_batched) const {
     return batch_shape_.empty() ? 1.0 : batch_shape_.Factor(n_batched);
   }
-  void set_drafter(const std::string& pool, const DrafterCost& c) { drafters_[pool] = c; }
+  // Replaces the pool's entry (its batch shape included).
+  void set_drafter(const std::string& pool, const DrafterCost& c) { drafters_[pool] = DrafterEntry{c, {}, {}}; }
+  // A draft model's profiled batch shape, as the target's (the file's drafters.NAME.batch_factors):
+  // per tokens one draft forward feeds, what it measured over the drafter's line. A small
+  // drafter's forward has a floor the line (fitted over one to sixteen requests) misses at one
+  // request, and a wide first forward (a chain's catch-up) costs less than its tokens times the
+  // line's slope. Ignored for a pool without an entry; empty: a shape of 1.
+  void set_drafter_batch_factors(const std::string& pool, std::map<int32_t, double> factors);
+  const std::map<int32_t, double>& drafter_batch_factors(const std::string& pool) const;
   void set_rpc_seconds(double s) { rpc_seconds_ = rpc_file_seconds_ = s; }
   void set_description(std::string d) { description_ = std::move(d); }
   const std::string& description() const { return description_; }
@@ -67,6 +75,9 @@ class LatencyModel {
   // "default", else the first drafter entry, else a zero-cost model-free drafter.
   ForwardCoefficients EffectiveTarget() const;
   DrafterCost EffectiveDrafter(const std::string& pool) const;
+  // The pool's batch shape at a draft forward of `n_batched` tokens (1 without one): the
+  // effective drafter's line times this is a forward's predicted time.
+  double DraftShape(const std::string& pool, double n_batched) const;
   double RpcSeconds() const { return rpc_seconds_; }
 
   // Corrected predictions.
@@ -119,8 +130,12 @@ class LatencyModel {
   // A pool's cost entry and online scale, looked up once: GoodputModel prices many candidate
   // steps against the same model, and the lookups (string keys) were most of their cost.
   struct ResolvedDrafter {
-    const DrafterCost* raw = nullptr;  // nullptr: no entry for it and no default
-    double scale = 1.0;                // draft_scale(pool)
+    const DrafterCost* raw = nullptr;     // nullptr: no entry for it and no default
+    const BatchResidual* shape = nullptr;  // its batch shape (empty: 1); set with raw
+    double scale = 1.0;                   // draft_scale(pool)
+    double Shape(double n_batched) const {
+      return shape == nullptr || shape->empty() ? 1.0 : shape->Factor(n_batched);
+    }
   };
   ResolvedDrafter Resolve(const std::string& pool) const;
   // DraftSeconds(pool, ...) for a resolved pool: the same figure. `first_forward_tokens`: as
@@ -135,13 +150,19 @@ class LatencyModel {
   std::string Summary() const;
 
  private:
-  const DrafterCost* FindDrafter(const std::string& pool) const;
-  double RawDraftSeconds(const DrafterCost& cost, absl::Span<const int32_t> ctx,
-                         absl::Span<const int32_t> k, double first_forward_tokens = -1) const;
+  struct DrafterEntry {
+    DrafterCost cost;
+    std::map<int32_t, double> batch_factors;  // as in the file
+    BatchResidual shape;                      // batch_factors, interpolated
+  };
+  const DrafterEntry* FindDrafter(const std::string& pool) const;
+  // The drafter's line times its shape, summed over the call's forwards (no online scale).
+  static double RawDraftSeconds(const ResolvedDrafter& drafter, absl::Span<const int32_t> ctx,
+                                absl::Span<const int32_t> k, double first_forward_tokens = -1);
 
   std::string description_;
   ForwardCoefficients target_;
-  std::map<std::string, DrafterCost> drafters_;
+  std::map<std::string, DrafterEntry> drafters_;
   double rpc_file_seconds_ = 0;
   double rpc_seconds_ = 0;
   double target_scale_ = 1.0;

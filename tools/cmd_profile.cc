@@ -16,6 +16,8 @@
 //   C_i + s - 1 context tokens; dividing the call's time by k gives one sample with
 //   N_context = sum (C_i + (k - 1) / 2) and N_batched = B of the per-forward model.
 // A model-free drafter (n-gram: vocab 0) gets the median Propose time as its constant.
+// Each model's batch shape (the target's by tokens fed, a draft model's by requests in a
+// forward) is the median measured / fitted time per size (profile_fit.h BatchFactors).
 //
 // The steps: read the flags, connect to the workers and check they can take the grid,
 // measure the grid (profile_grid.h), fit each model (profile_fit.h), write the JSON.
@@ -31,6 +33,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -231,6 +234,12 @@ struct FittedModel {
   nlohmann::json fit_info;
 };
 
+void PrintBatchShape(const std::string& model, const std::map<int32_t, double>& factors) {
+  std::printf("%s batch shape (measured / line, by tokens fed):", model.c_str());
+  for (const auto& [n, f] : factors) std::printf(" %d:%.2f", n, f);
+  std::printf("\n");
+}
+
 // Step 4: the target's fit, each drafter's (a model-free drafter gets its median Propose time
 // as a constant), and the RPC overhead; printed as they are made.
 absl::StatusOr<FittedModel> FitLatencyModel(const Profiler& profiler, const std::vector<DrafterUnderTest>& drafters,
@@ -249,9 +258,7 @@ absl::StatusOr<FittedModel> FitLatencyModel(const Profiler& profiler, const std:
   fitted.fit_info["target"] = FitJson(*target_fit, profiler.target_samples().size(), constrained, discarded);
   PrintFit("target", *target_fit, profiler.target_samples().size(), constrained, discarded);
   fitted.model.set_target_batch_factors(BatchFactors(profiler.target_samples(), target_fit->coefficients));
-  std::printf("target batch shape (measured / line, by tokens fed):");
-  for (const auto& [n, f] : fitted.model.target_batch_factors()) std::printf(" %d:%.2f", n, f);
-  std::printf("\n");
+  PrintBatchShape("target", fitted.model.target_batch_factors());
   fitted.fit_info["drafters"] = nlohmann::json::object();
   for (const DrafterUnderTest& d : drafters) {
     router::DrafterCost cost;
@@ -272,6 +279,10 @@ absl::StatusOr<FittedModel> FitLatencyModel(const Profiler& profiler, const std:
       PrintFit(d.pool.c_str(), *draft_fit, d.samples.size(), constrained, discarded);
     }
     fitted.model.set_drafter(d.pool, cost);
+    if (!cost.model_free) {
+      fitted.model.set_drafter_batch_factors(d.pool, BatchFactors(d.samples, cost.forward));
+      PrintBatchShape(d.pool, fitted.model.drafter_batch_factors(d.pool));
+    }
   }
   const double rpc_p50 = Median(profiler.rpc_overheads());
   const double rpc_p99 = Quantile(profiler.rpc_overheads(), 0.99);

@@ -36,7 +36,8 @@ std::vector<int32_t> AnalyticalPolicy::Decide(const PolicyInput& input) {
     // a_q: one draft forward over the batch; model-free proposers cost a constant per step.
     // Scaled by the observed share of drafting steps wait for (1 without the pipeline).
     const double exposure = model.draft_exposure();
-    const double a_q = draft.model_free ? 0.0 : draft.forward.Predict(n_ctx, n) * exposure;
+    const double a_q =
+        draft.model_free ? 0.0 : draft.forward.Predict(n_ctx, n) * model.DraftShape(r.pool, n) * exposure;
     double best = -1;
     for (int32_t g = 0; g <= gmax; ++g) {
       const double b_p = model.TargetSeconds(n_ctx, n + g) + rpc;

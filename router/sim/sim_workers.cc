@@ -127,7 +127,7 @@ absl::StatusOr<spec::ProposeResponse> SimDrafter::Propose(
     if (cost.model_free) {
       seconds = cost.constant_seconds;
     } else {
-      seconds = cost.forward.Predict(first_ctx, first_tok);
+      seconds = cost.forward.Predict(first_ctx, first_tok) * hw_->latency.DraftShape(pool_, first_tok);
       for (int32_t s = 2; s <= depth; ++s) {
         double ctx = 0, tok = 0;
         for (const auto& item : items) {
@@ -135,7 +135,7 @@ absl::StatusOr<spec::ProposeResponse> SimDrafter::Propose(
           ctx += static_cast<double>(known_[item.id] + s - 1);
           tok += 1;
         }
-        seconds += cost.forward.Predict(ctx, tok);
+        seconds += cost.forward.Predict(ctx, tok) * hw_->latency.DraftShape(pool_, tok);
       }
     }
   }

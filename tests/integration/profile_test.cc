@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "common/rpc/worker_clients.h"
@@ -72,6 +73,13 @@ TEST(ProfileTest, FitsBothWorkersAndWritesALoadableLatencyModel) {
   EXPECT_TRUE(FiniteNonNegative(draft.forward.alpha) && FiniteNonNegative(draft.forward.gamma) &&
               FiniteNonNegative(draft.forward.delta));
   EXPECT_GT(draft.forward.Predict(64, 1), 0.0);
+  // Each model's batch shape, one factor per profiled size (the target's by tokens fed; the
+  // draft model's by requests, one token each): 1, 2 and 4.
+  const std::map<int32_t, double>& draft_shape = model->drafter_batch_factors("model");
+  EXPECT_EQ(draft_shape.size(), 3u);
+  for (const auto& [n, factor] : draft_shape) EXPECT_TRUE(factor > 0 && std::isfinite(factor)) << n;
+  EXPECT_FALSE(model->target_batch_factors().empty());
+  EXPECT_TRUE(model->drafter_batch_factors("ngram").empty());
   const router::DrafterCost ngram = model->EffectiveDrafter("ngram");
   EXPECT_TRUE(ngram.model_free);
   EXPECT_TRUE(FiniteNonNegative(ngram.constant_seconds));

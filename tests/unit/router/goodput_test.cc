@@ -144,7 +144,8 @@ TEST(GoodputTest, PipelineHidesADraftAheadThatFitsInTheVerify) {
   EXPECT_DOUBLE_EQ(g.Exposure(0, 2).draft, 0.0);
   EXPECT_DOUBLE_EQ(g.Exposure(0, 2).rpc, 0.0);
   // The deepest chain has no guess to draft ahead from: it is priced as serial.
-  const GoodputModel serial(TwoPoolModel(), items, 4);
+  const LatencyModel serial_model = TwoPoolModel();  // GoodputModel keeps a reference
+  const GoodputModel serial(serial_model, items, 4);
   EXPECT_NEAR(g.StepSeconds({4}), serial.StepSeconds({4}), 1e-12);
 }
 
@@ -181,7 +182,8 @@ TEST(GoodputTest, PipelineWithoutAPayingDraftAheadIsPricedSerial) {
   EXPECT_NEAR(g.StepSeconds({2}), m.TargetSeconds(300, 3) + chain + 2 * m.RpcSeconds(), 1e-12);
   EXPECT_DOUBLE_EQ(g.Exposure(0, 2).draft, 1.0);
   EXPECT_DOUBLE_EQ(g.Exposure(0, 2).rpc, 1.0);
-  const GoodputModel serial(SelfDraftModel(false), items, 8);
+  const LatencyModel serial_model = SelfDraftModel(false);  // GoodputModel keeps a reference
+  const GoodputModel serial(serial_model, items, 8);
   for (int32_t k = 0; k <= 8; ++k) EXPECT_NEAR(g.StepSeconds({k}), serial.StepSeconds({k}), 1e-12) << k;
 }
 
@@ -302,6 +304,33 @@ TEST(GoodputTest, TheTargetsBatchShapePricesEveryCandidate) {
   EXPECT_EQ(by_shape.BestPerRequest()[0], k_shape);
   EXPECT_EQ(by_shape.BestPrefix(1, false).k[0], k_shape);
   EXPECT_EQ(by_shape.BestPrefix(1, true).k[0], k_shape);
+}
+
+// A drafter whose forward has a floor at one request (its shape 3x the line there, 1x from
+// four): the one-pass prefix search prices each prefix's drafting at its drafting count, as
+// the exact step time does, so it finds the best (prefix, uniform k) of an enumeration.
+TEST(GoodputTest, TheDraftersBatchShapePricesEveryPrefix) {
+  LatencyModel m = TwoPoolModel();
+  m.set_drafter_batch_factors("draft", {{1, 3.0}, {2, 2.0}, {4, 1.0}});
+  const std::vector<GoodputItem> items = {
+      {300, 0.8, "draft", true}, {500, 0.7, "draft", true}, {200, 0.75, "draft", true}, {400, 0.6, "draft", true}};
+  const GoodputModel g(m, items, 5);
+  double best = -1;
+  for (size_t size = 1; size <= items.size(); ++size) {
+    for (int32_t x = 0; x <= 5; ++x) {
+      std::vector<int32_t> k(items.size(), 0);
+      for (size_t i = 0; i < size; ++i) k[i] = x;
+      best = std::max(best, g.PrefixGoodput(size, k));
+    }
+  }
+  const GoodputModel::Prefix prefix = g.BestPrefix(1, /*per_request=*/false);
+  EXPECT_NEAR(prefix.goodput, best, 1e-12 * best);
+  // The shape is in the exact step time: one request drafting pays 3x its line.
+  const LatencyModel line = TwoPoolModel();
+  const GoodputModel unshaped(line, items, 5);
+  const std::vector<int32_t> one = {2, 0, 0, 0};
+  const double line_draft = line.DraftSeconds("draft", std::vector<int32_t>{300}, std::vector<int32_t>{2});
+  EXPECT_NEAR(g.StepSeconds(one) - unshaped.StepSeconds(one), 2 * line_draft, 1e-12);
 }
 
 TEST(GoodputTest, UniformOptimumMatchesEnumeration) {

@@ -1,6 +1,7 @@
 // Latency model: JSON round trip, validation, least-squares fit, online correction.
 #include "router/latency_model.h"
 
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -219,6 +220,51 @@ TEST(LatencyModelTest, BatchShapeMultipliesTheLineAndRoundTrips) {
                                     nlohmann::json{{"2", "one"}}, nlohmann::json::array()}) {
     EXPECT_FALSE(LatencyModel::FromJson({{"target", {{"alpha", 0}, {"gamma", 0}, {"delta", 0.01}, {"batch_factors", bad}}}}).ok())
         << bad.dump();
+  }
+}
+
+// A draft model's profiled shape (drafters.NAME.batch_factors) multiplies each draft forward's
+// line at the tokens that forward feeds, the first forward's catch-up included; it survives a
+// save and load, and a drafter that runs as its shape says leaves the online correction at 1.
+TEST(LatencyModelTest, DrafterBatchShapeMultipliesEachForwardAndRoundTrips) {
+  const ForwardCoefficients line{1e-6, 1e-4, 0.001};
+  LatencyModel m;
+  m.set_drafter("d", DrafterCost{false, line, 0});
+  m.set_drafter_batch_factors("d", {{1, 2.0}, {4, 1.0}, {8, 0.5}});
+  const std::vector<int32_t> one_ctx = {10}, one_k = {2};
+  EXPECT_NEAR(m.DraftSeconds("d", one_ctx, one_k), 2.0 * (line.Predict(10, 1) + line.Predict(11, 1)), 1e-15);
+  const std::vector<int32_t> four_ctx = {10, 10, 10, 10}, four_k = {1, 1, 1, 1};
+  EXPECT_NEAR(m.DraftSeconds("d", four_ctx, four_k), line.Predict(40, 4), 1e-15);
+  // A first forward feeding 16 tokens (held beyond the last profiled size), then one of 4.
+  EXPECT_NEAR(m.DraftSeconds(m.Resolve("d"), four_ctx, {2, 2, 2, 2}, 16),
+              0.5 * line.Predict(40, 16) + line.Predict(44, 4), 1e-15);
+  EXPECT_DOUBLE_EQ(m.DraftShape("d", 1), 2.0);
+  EXPECT_DOUBLE_EQ(m.DraftShape("d", 8), 0.5);
+
+  auto loaded = LatencyModel::FromJson(m.ToJson());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->ToJson(), m.ToJson());
+  EXPECT_EQ(loaded->drafter_batch_factors("d"), m.drafter_batch_factors("d"));
+
+  // Calls of one request and of four, each at its shaped time: nothing to correct. Without
+  // the shape the same observations pull the correction away from 1 by turns.
+  LatencyModel unshaped;
+  unshaped.set_drafter("d", DrafterCost{false, line, 0});
+  for (int i = 0; i < 50; ++i) {
+    for (LatencyModel* model : {&m, &unshaped}) {
+      model->ObserveDraft("d", one_ctx, one_k, m.DraftSeconds("d", one_ctx, one_k) / m.draft_scale("d"));
+      model->ObserveDraft("d", four_ctx, four_k, m.DraftSeconds("d", four_ctx, four_k) / m.draft_scale("d"));
+    }
+  }
+  EXPECT_NEAR(m.draft_scale("d"), 1.0, 1e-9);
+  EXPECT_GT(std::fabs(unshaped.draft_scale("d") - 1.0), 0.1);
+
+  for (const nlohmann::json& bad : {nlohmann::json{{"0", 1.0}}, nlohmann::json{{"2", 0.0}}, nlohmann::json("x")}) {
+    const nlohmann::json file = {{"target", {{"alpha", 0}, {"gamma", 0}, {"delta", 0.01}}},
+                                 {"drafters", {{"d", {{"alpha", 0}, {"gamma", 1e-4}, {"delta", 0}, {"batch_factors", bad}}}}}};
+    const auto status = LatencyModel::FromJson(file).status();
+    EXPECT_FALSE(status.ok()) << bad.dump();
+    EXPECT_NE(status.message().find("drafters.d.batch_factors"), std::string::npos) << status;
   }
 }
 
