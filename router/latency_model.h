@@ -61,10 +61,11 @@ class LatencyModel {
   // Replaces the pool's entry (its batch shape included).
   void set_drafter(const std::string& pool, const DrafterCost& c) { drafters_[pool] = DrafterEntry{c, {}, {}}; }
   // A draft model's profiled batch shape, as the target's (the file's drafters.NAME.batch_factors):
-  // per tokens one draft forward feeds, what it measured over the drafter's line. A small
-  // drafter's forward has a floor the line (fitted over one to sixteen requests) misses at one
-  // request, and a wide first forward (a chain's catch-up) costs less than its tokens times the
-  // line's slope. Ignored for a pool without an entry; empty: a shape of 1.
+  // per tokens one draft forward feeds, what it measured over the drafter's line (profiled at
+  // one token per request, so by requests; a first forward's catch-up tokens count as fed
+  // tokens). A drafter's forward can have a floor at one request or a dip at a tile-sized batch
+  // that its line misses, and one multiplicative correction cannot fit both widths of call.
+  // Ignored for a pool without an entry; empty: a shape of 1.
   void set_drafter_batch_factors(const std::string& pool, std::map<int32_t, double> factors);
   const std::map<int32_t, double>& drafter_batch_factors(const std::string& pool) const;
   void set_rpc_seconds(double s) { rpc_seconds_ = rpc_file_seconds_ = s; }
