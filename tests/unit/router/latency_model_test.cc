@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -60,6 +61,24 @@ TEST(LatencyModelTest, ShippedDefaultLoads) {
   // The built-in default is the same model.
   EXPECT_EQ(m->ToJson()["target"], LatencyModel().ToJson()["target"]);
   EXPECT_EQ(m->ToJson()["drafters"], LatencyModel().ToJson()["drafters"]);
+}
+
+// Every latency file the repository ships (the router's --latency-model, the Kubernetes
+// ConfigMap) loads, prices a step, and survives a save and load unchanged.
+TEST(LatencyModelTest, EveryShippedLatencyFileLoads) {
+  const std::filesystem::path dir = std::filesystem::path(SPLITSPEC_SOURCE_DIR) / "configs" / "latency";
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    ++files;
+    auto m = LatencyModel::Load(entry.path().string());
+    ASSERT_TRUE(m.ok()) << entry.path() << ": " << m.status();
+    EXPECT_GT(m->TargetSeconds(1000, 4), 0.0) << entry.path();
+    auto again = LatencyModel::FromJson(m->ToJson());
+    ASSERT_TRUE(again.ok()) << entry.path() << ": " << again.status();
+    EXPECT_EQ(again->ToJson(), m->ToJson()) << entry.path();
+  }
+  EXPECT_GE(files, 2);
 }
 
 TEST(LatencyModelTest, DraftTimeCountsOneForwardPerDepth) {
