@@ -104,6 +104,7 @@ absl::StatusOr<spec::ProposeResponse> SimDrafter::Propose(
     const std::vector<spec::ProposeItem>& items) {
   spec::ProposeResponse resp;
   const DrafterCost cost = hw_->latency.EffectiveDrafter(pool_);
+  const LatencyModel::ResolvedDrafter drafter = hw_->latency.Resolve(pool_);  // its batch shape
   int32_t depth = 0;
   double first_ctx = 0, first_tok = 0;
   for (const auto& item : items) {
@@ -127,7 +128,7 @@ absl::StatusOr<spec::ProposeResponse> SimDrafter::Propose(
     if (cost.model_free) {
       seconds = cost.constant_seconds;
     } else {
-      seconds = cost.forward.Predict(first_ctx, first_tok) * hw_->latency.DraftShape(pool_, first_tok);
+      seconds = cost.forward.Predict(first_ctx, first_tok) * drafter.Shape(first_tok);
       for (int32_t s = 2; s <= depth; ++s) {
         double ctx = 0, tok = 0;
         for (const auto& item : items) {
@@ -135,7 +136,7 @@ absl::StatusOr<spec::ProposeResponse> SimDrafter::Propose(
           ctx += static_cast<double>(known_[item.id] + s - 1);
           tok += 1;
         }
-        seconds += cost.forward.Predict(ctx, tok) * hw_->latency.DraftShape(pool_, tok);
+        seconds += cost.forward.Predict(ctx, tok) * drafter.Shape(tok);
       }
     }
   }

@@ -99,6 +99,34 @@ TEST(SimulatorTest, EveryRequestCompletesAndSpeculationHelpsAtLowLoad) {
   EXPECT_GT(spec->mean_accept_length, 1.5);
 }
 
+// The simulated drafter costs each draft forward as the hardware's latency model prices it,
+// the drafter's batch shape included: a first forward feeding two requests' catch-up (4
+// tokens), then one forward of the request drafting deeper.
+TEST(SimulatorTest, SimulatedDrafterPricesEachForwardWithTheDraftersShape) {
+  const ForwardCoefficients line{1e-6, 1e-4, 0.001};
+  SimHardware hw;
+  hw.latency.set_drafter("d", DrafterCost{false, line, 0});
+  hw.latency.set_drafter_batch_factors("d", {{1, 3.0}, {4, 1.5}});
+  SimWorld world(AcceptanceProcessConfig{}, 1);
+  VirtualClock clock;
+  SimDrafter drafter("d", &hw, &world, &clock);
+  std::vector<spec::ProposeItem> items(2);
+  items[0].id = 1;
+  items[0].known_length = 10;
+  items[0].new_tokens = {5, 6};
+  items[0].shape.depth = 2;
+  items[1].id = 2;
+  items[1].known_length = 20;
+  items[1].new_tokens = {7, 8};
+  items[1].shape.depth = 1;
+  auto response = drafter.Propose(items);
+  ASSERT_TRUE(response.ok()) << response.status();
+  // Forward 1: context 10 + 20, 4 tokens fed (shape 1.5); forward 2: request 1 alone, its
+  // context 12 + 1 (shape 3).
+  const double expect = 1.5 * line.Predict(30, 4) + 3.0 * line.Predict(13, 1);
+  EXPECT_NEAR(response->compute_seconds, expect, 1e-12);
+}
+
 TEST(SimulatorTest, RejectsBadConfig) {
   SimConfig c = BaseConfig();
   EXPECT_FALSE(RunSimulation(c, "none", nlohmann::json::object(), 0).ok());
