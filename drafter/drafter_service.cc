@@ -6,6 +6,7 @@
 
 #include "common/rpc/convert.h"
 #include "common/rpc/status.h"
+#include "common/rpc/step_codec.h"
 #include "common/rpc/step_handler.h"
 
 namespace splitspec::drafter {
@@ -29,11 +30,6 @@ void DrafterService::UpdateGauges() {
   metrics_->SetLiveSessions(info.live_sessions);
 }
 
-grpc::Status DrafterService::Reply(const absl::Status& status) {
-  if (metrics_ != nullptr) metrics_->RecordRpcError(status.code());
-  return rpc::ToGrpcStatus(status);
-}
-
 grpc::Status DrafterService::Propose(grpc::ServerContext*, const v1::ProposeRequest* request,
                                      v1::ProposeResponse* response) {
   std::function<void()> record;
@@ -44,15 +40,22 @@ grpc::Status DrafterService::Propose(grpc::ServerContext*, const v1::ProposeRequ
 
 grpc::Status DrafterService::ProposeThenRecord(const v1::ProposeRequest* request, v1::ProposeResponse* response,
                                                std::function<void()>* record) {
-  const std::vector<spec::ProposeItem> items = rpc::FromProto(*request);
+  absl::StatusOr<spec::ProposeResponse> result = ProposeItems(rpc::FromProto(*request), record);
+  if (!result.ok()) return rpc::ToGrpcStatus(result.status());
+  rpc::ToProto(*result, response);
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<spec::ProposeResponse> DrafterService::ProposeItems(const std::vector<spec::ProposeItem>& items,
+                                                                   std::function<void()>* record) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<spec::ProposeResponse> result = core_->Propose(items);
   if (!result.ok()) {
     UpdateGauges();  // a failed call can still have synced sessions before the proposer ran
-    return Reply(result.status());
+    if (metrics_ != nullptr) metrics_->RecordRpcError(result.status().code());
+    return result.status();
   }
-  rpc::ToProto(*result, response);
-  if (metrics_ == nullptr) return grpc::Status::OK;
+  if (metrics_ == nullptr) return result;
   // Refused items count with the call errors (same metric, by code). The proposer runs its
   // catch-up and max(k) draft forwards inside one call, so the drafter observes the call:
   // tokens = catch-up tokens fed plus draft tokens produced.
@@ -68,15 +71,21 @@ grpc::Status DrafterService::ProposeThenRecord(const v1::ProposeRequest* request
     std::lock_guard<std::mutex> lock(mu_);
     UpdateGauges();
   };
-  return grpc::Status::OK;
+  return result;
 }
 
 rpc::StepHandler DrafterService::StepHandler() {
-  return rpc::UnaryStepHandler<v1::ProposeRequest, v1::ProposeResponse>(
+  rpc::StepHandler with_protobuf = rpc::UnaryStepHandler<v1::ProposeRequest, v1::ProposeResponse>(
       rpc::StepMethod::kPropose,
       [this](const v1::ProposeRequest* request, v1::ProposeResponse* response, std::function<void()>* after_sent) {
         return ProposeThenRecord(request, response, after_sent);
       });
+  return rpc::WithCompactMethod(
+      rpc::StepMethod::kProposeCompact, std::move(with_protobuf), rpc::DecodeProposeItems,
+      [this](const std::vector<spec::ProposeItem>& items, std::function<void()>* after_sent) {
+        return ProposeItems(items, after_sent);
+      },
+      rpc::EncodeProposeResponse);
 }
 
 grpc::Status DrafterService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,

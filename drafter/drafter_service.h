@@ -32,7 +32,8 @@ class DrafterService final : public v1::Drafter::Service {
   grpc::Status GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
                        v1::WorkerInfo* response) override;
   // Propose for the step socket (common/rpc/step_socket_server.h): the same method, another
-  // transport, its metrics recorded after the answer is sent.
+  // transport (its protobuf messages, or the compact encoding of common/rpc/step_codec.h),
+  // its metrics recorded after the answer is sent.
   rpc::StepHandler StepHandler();
 
  private:
@@ -40,10 +41,11 @@ class DrafterService final : public v1::Drafter::Service {
   // run by the caller after answering, or not at all.
   grpc::Status ProposeThenRecord(const v1::ProposeRequest* request, v1::ProposeResponse* response,
                                  std::function<void()>* record);
+  // The same on the core's types, whichever encoding they came in; a refused call is counted.
+  absl::StatusOr<spec::ProposeResponse> ProposeItems(const std::vector<spec::ProposeItem>& items,
+                                                     std::function<void()>* record);
   // Gauges from the core's Info; mu_ held.
   void UpdateGauges();
-  // Counts a non-OK status by code and converts it.
-  grpc::Status Reply(const absl::Status& status);
 
   std::mutex mu_;
   DrafterCore* core_;                 // not owned

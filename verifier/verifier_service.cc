@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <chrono>
 
-#include <chrono>
-
 #include "common/rpc/convert.h"
 #include "common/rpc/status.h"
 #include "common/rpc/step_handler.h"
+#include "common/rpc/step_codec.h"
 
 namespace splitspec::verifier {
 
@@ -74,12 +73,21 @@ grpc::Status VerifierService::Verify(grpc::ServerContext*, const v1::VerifyReque
 
 grpc::Status VerifierService::VerifyThenRecord(const v1::VerifyRequest* request, v1::VerifyResponse* response,
                                                std::function<void()>* record) {
-  const std::vector<spec::VerifyItem> items = rpc::FromProto(*request);
+  absl::StatusOr<spec::VerifyResponse> result = VerifyItems(rpc::FromProto(*request), record);
+  if (!result.ok()) return rpc::ToGrpcStatus(result.status());
+  rpc::ToProto(*result, response);
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<spec::VerifyResponse> VerifierService::VerifyItems(const std::vector<spec::VerifyItem>& items,
+                                                                  std::function<void()>* record) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<spec::VerifyResponse> result = core_->Verify(items);
-  if (!result.ok()) return Reply(result.status());
-  rpc::ToProto(*result, response);
-  if (metrics_ == nullptr) return grpc::Status::OK;
+  if (!result.ok()) {
+    if (metrics_ != nullptr) metrics_->RecordRpcError(result.status().code());
+    return result.status();
+  }
+  if (metrics_ == nullptr) return result;
   // Each item feeds its pending token plus its draft nodes; a refused item counts with the
   // call errors (same metric, by code).
   metrics::ForwardRecord forward{metrics::ForwardKind::kVerify, result->compute_seconds,
@@ -93,15 +101,21 @@ grpc::Status VerifierService::VerifyThenRecord(const v1::VerifyRequest* request,
     std::lock_guard<std::mutex> lock(mu_);
     UpdateGauges();
   };
-  return grpc::Status::OK;
+  return result;
 }
 
 rpc::StepHandler VerifierService::StepHandler() {
-  return rpc::UnaryStepHandler<v1::VerifyRequest, v1::VerifyResponse>(
+  rpc::StepHandler with_protobuf = rpc::UnaryStepHandler<v1::VerifyRequest, v1::VerifyResponse>(
       rpc::StepMethod::kVerify,
       [this](const v1::VerifyRequest* request, v1::VerifyResponse* response, std::function<void()>* after_sent) {
         return VerifyThenRecord(request, response, after_sent);
       });
+  return rpc::WithCompactMethod(
+      rpc::StepMethod::kVerifyCompact, std::move(with_protobuf), rpc::DecodeVerifyItems,
+      [this](const std::vector<spec::VerifyItem>& items, std::function<void()>* after_sent) {
+        return VerifyItems(items, after_sent);
+      },
+      rpc::EncodeVerifyResponse);
 }
 
 grpc::Status VerifierService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,

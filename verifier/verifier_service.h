@@ -38,7 +38,8 @@ class VerifierService final : public v1::Verifier::Service {
   grpc::Status GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
                        v1::WorkerInfo* response) override;
   // Verify for the step socket (common/rpc/step_socket_server.h): the same method, another
-  // transport, its metrics recorded after the answer is sent.
+  // transport (its protobuf messages, or the compact encoding of common/rpc/step_codec.h),
+  // its metrics recorded after the answer is sent.
   rpc::StepHandler StepHandler();
 
  private:
@@ -46,6 +47,9 @@ class VerifierService final : public v1::Verifier::Service {
   // by the caller after answering, or not at all.
   grpc::Status VerifyThenRecord(const v1::VerifyRequest* request, v1::VerifyResponse* response,
                                 std::function<void()>* record);
+  // The same on the core's types, whichever encoding they came in; a refused call is counted.
+  absl::StatusOr<spec::VerifyResponse> VerifyItems(const std::vector<spec::VerifyItem>& items,
+                                                   std::function<void()>* record);
   // Gauges from the core's Info; mu_ held.
   void UpdateGauges();
   // Counts a non-OK status by code and converts it.

@@ -1,5 +1,6 @@
 // Serves a gRPC service's unary method on a step socket (step_socket_server.h), so that both
-// transports run the same handler code: parse, call, serialise.
+// transports run the same handler code: parse, call, serialise; and the same method in the
+// step socket's compact encoding beside it.
 #ifndef SPLITSPEC_COMMON_RPC_STEP_HANDLER_H_
 #define SPLITSPEC_COMMON_RPC_STEP_HANDLER_H_
 
@@ -33,6 +34,24 @@ StepHandler UnaryStepHandler(StepMethod served, Call call) {
     const grpc::Status status = call(&request, &response, after_sent);
     if (!status.ok()) return FromGrpcStatus(status);
     return response.SerializeAsString();
+  };
+}
+
+// `with_protobuf` (a UnaryStepHandler) with the same method's compact encoding (step_codec.h)
+// served beside it as `compact`: `decode` the request bytes (INVALID_ARGUMENT when they are not
+// one), `call(items, after_sent)` on the core's types, `encode` the answer.
+template <typename Decode, typename Call, typename Encode>
+StepHandler WithCompactMethod(StepMethod compact, StepHandler with_protobuf, Decode decode, Call call,
+                              Encode encode) {
+  return [compact, with_protobuf = std::move(with_protobuf), decode = std::move(decode), call = std::move(call),
+          encode = std::move(encode)](StepMethod method, const std::string& bytes,
+                                      std::function<void()>* after_sent) -> absl::StatusOr<std::string> {
+    if (method != compact) return with_protobuf(method, bytes, after_sent);
+    auto request = decode(bytes);
+    if (!request.ok()) return request.status();
+    auto answer = call(*request, after_sent);
+    if (!answer.ok()) return answer.status();
+    return encode(*answer);
   };
 }
 

@@ -10,9 +10,9 @@
 //
 // Wire format: frames of a 12-byte header {u32 magic, u32 word, u32 payload bytes} (host byte
 // order: both ends are on one host) and the payload. A request's word is its StepMethod and its
-// payload the serialised request message; an answer's word is an absl::StatusCode, with the
-// serialised response message when OK and the error message otherwise. One call at a time per
-// connection, answered in order.
+// payload the request (a serialised protobuf message, or the compact encoding of step_codec.h);
+// an answer's word is an absl::StatusCode, with the response in the request's encoding when OK
+// and the error message otherwise. One call at a time per connection, answered in order.
 //
 // Security: the socket file is created with mode 0600 (the worker's user only) and carries no
 // TLS, so a worker serves one only without TLS, and a router uses one only for workers it
@@ -32,6 +32,11 @@ namespace splitspec::rpc {
 enum class StepMethod : uint32_t {
   kVerify = 1,   // splitspec.v1.VerifyRequest -> VerifyResponse
   kPropose = 2,  // splitspec.v1.ProposeRequest -> ProposeResponse
+  // The same calls without protobuf: the core's items and answer encoded as step_codec.h
+  // says. A worker that predates them answers UNIMPLEMENTED, and the client then sends the
+  // protobuf method.
+  kVerifyCompact = 3,
+  kProposeCompact = 4,
 };
 
 inline constexpr uint32_t kStepFrameMagic = 0x314b5353;  // "SSK1"

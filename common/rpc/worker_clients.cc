@@ -10,8 +10,10 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/rpc/convert.h"
 #include "common/rpc/status.h"
+#include "common/rpc/step_codec.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace splitspec::rpc {
@@ -40,6 +42,29 @@ std::optional<absl::StatusOr<Response>> CallStepSocket(StepSocketClient* step, S
   Response response;
   if (!response.ParseFromString(*bytes)) return absl::InternalError("step socket answer does not parse");
   return response;
+}
+
+// One call over a step socket in the compact encoding (step_codec.h): the decoded answer, or
+// nullopt when the call must go another way: no socket, the request did not reach it, or a
+// worker that predates the encoding (it answers UNIMPLEMENTED, remembered in `*refused`, and
+// the caller sends the same call in protobuf). `encode` runs only when the socket is tried.
+template <typename Answer, typename Encode, typename Decode>
+std::optional<absl::StatusOr<Answer>> CallCompact(StepSocketClient* step, StepMethod method, const Encode& encode,
+                                                  const Decode& decode, absl::Duration timeout,
+                                                  std::atomic<bool>* refused,
+                                                  const std::function<void()>& after_send = nullptr) {
+  if (step == nullptr || refused->load()) return std::nullopt;
+  bool sent = false;
+  absl::StatusOr<std::string> bytes = step->Call(method, encode(), timeout, &sent, after_send);
+  if (!sent) return std::nullopt;
+  if (absl::IsUnimplemented(bytes.status())) {
+    refused->store(true);
+    return std::nullopt;
+  }
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<Answer> answer = decode(*bytes);
+  if (!answer.ok()) return absl::InternalError(absl::StrCat("step socket answer: ", answer.status().message()));
+  return answer;
 }
 
 }  // namespace
@@ -101,8 +126,6 @@ absl::StatusOr<std::vector<spec::PrefillResult>> VerifierClient::Prefill(const s
 
 absl::StatusOr<spec::VerifyResponse> VerifierClient::Verify(const std::vector<spec::VerifyItem>& items,
                                                             const std::function<void()>& while_waiting) {
-  v1::VerifyRequest request;
-  ToProto(items, &request);
   // Runs the work exactly once, whichever way the call goes.
   bool ran = false;
   const std::function<void()> run_once = [&] {
@@ -110,6 +133,14 @@ absl::StatusOr<spec::VerifyResponse> VerifierClient::Verify(const std::vector<sp
     ran = true;
     while_waiting();
   };
+  if (auto answer = CallCompact<spec::VerifyResponse>(
+          step_.get(), StepMethod::kVerifyCompact, [&items] { return EncodeVerifyItems(items); },
+          DecodeVerifyResponse, timeout(), &compact_refused_, run_once)) {
+    run_once();
+    return *std::move(answer);
+  }
+  v1::VerifyRequest request;
+  ToProto(items, &request);
   auto answer = CallStepSocket<v1::VerifyResponse>(step_.get(), StepMethod::kVerify, request, timeout(), run_once);
   run_once();
   if (answer) {
@@ -159,6 +190,11 @@ DrafterClient::DrafterClient(std::shared_ptr<grpc::Channel> channel, absl::Durat
       timeout_us_(absl::ToInt64Microseconds(timeout)) {}
 
 absl::StatusOr<spec::ProposeResponse> DrafterClient::Propose(const std::vector<spec::ProposeItem>& items) {
+  if (auto answer = CallCompact<spec::ProposeResponse>(
+          step_.get(), StepMethod::kProposeCompact, [&items] { return EncodeProposeItems(items); },
+          DecodeProposeResponse, timeout(), &compact_refused_)) {
+    return *std::move(answer);
+  }
   v1::ProposeRequest request;
   ToProto(items, &request);
   if (auto answer = CallStepSocket<v1::ProposeResponse>(step_.get(), StepMethod::kPropose, request, timeout())) {

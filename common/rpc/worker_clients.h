@@ -67,6 +67,8 @@ class VerifierClient {
   std::unique_ptr<v1::Verifier::Stub> stub_;
   std::atomic<int64_t> timeout_us_;
   std::unique_ptr<StepSocketClient> step_;
+  // Set once the step socket answered the compact Verify with UNIMPLEMENTED (an older worker).
+  std::atomic<bool> compact_refused_{false};
 };
 
 class DrafterClient {
@@ -88,6 +90,8 @@ class DrafterClient {
   std::unique_ptr<v1::Drafter::Stub> stub_;
   std::atomic<int64_t> timeout_us_;
   std::unique_ptr<StepSocketClient> step_;
+  // Set once the step socket answered the compact Propose with UNIMPLEMENTED (an older worker).
+  std::atomic<bool> compact_refused_{false};
 };
 
 // grpc.health.v1 Check of `service` ("" = the whole server): OK when SERVING, UNAVAILABLE

@@ -216,6 +216,34 @@ def rpc_seeds():
     write("verify_request", "plain-decode", f_bytes(1, f_varint(1, 3)))
     write("verify_request", "sampled", f_bytes(1, f_varint(1, 4) + f_bytes(2, sampled)))
 
+    # The step socket's compact encoding (common/rpc/step_codec.h), host order = little-endian here.
+    def array(fmt, values):
+        return struct.pack("<I", len(values)) + b"".join(struct.pack("<" + fmt, v) for v in values)
+
+    def compact_item(rid, tokens, parents, probs=(), scores=()):
+        return struct.pack("<Q", rid) + array("i", tokens) + array("i", parents) + array("f", probs) + array("f", scores)
+
+    def compact_result(rid, accept, code, message, tokens):
+        m = message.encode()
+        return struct.pack("<QiiI", rid, accept, code, len(m)) + m + array("i", tokens)
+    write("step_codec", "request-chain-and-plain",
+          struct.pack("<I", 2) + compact_item(7, [5, 9, 11], [-1, 0, 1], scores=[0.9, 0.5, 0.2]) + compact_item(3, [], []))
+    write("step_codec", "request-sampled", struct.pack("<I", 1) + compact_item(4, [5], [-1], dense))
+    write("step_codec", "answer",
+          struct.pack("<I", 2) + compact_result(7, 2, 0, "", [5, 9, 12]) +
+          compact_result(3, 0, 11, "past the context", []) + struct.pack("<dii", 0.0095, 120, 128))
+
+    def compact_propose(rid, known, new, depth, branching, max_nodes, temperature, top_k, top_p, seed):
+        return (struct.pack("<Qi", rid, known) + array("i", new) + struct.pack("<iii", depth, branching, max_nodes) +
+                struct.pack("<fifQ", temperature, top_k, top_p, seed))
+    write("step_codec", "propose-request",
+          struct.pack("<I", 2) + compact_propose(1, 0, [1, 2, 3, 1, 2], 4, 1, 0, 0.0, 0, 1.0, 0) +
+          compact_propose(2, 3, [4], 3, 2, 5, 0.8, 40, 0.95, 1234))
+    write("step_codec", "propose-answer",
+          struct.pack("<I", 2) + struct.pack("<QiI", 1, 0, 0) + array("i", [5, 9]) + array("i", [-1, 0]) +
+          array("f", []) + array("f", [0.8, 0.6]) +
+          struct.pack("<QiI", 2, 9, 6) + b"resend" + array("i", []) * 2 + array("f", []) * 2 + struct.pack("<d", 0.002))
+
     write("prefill_request", "greedy", f_bytes(1, f_varint(1, 1) + packed_int32(2, [1, 17, 42, 99])))
     write("prefill_request", "sampled", f_bytes(1, f_varint(1, 2) + packed_int32(2, [1, 5]) +
                                          f_bytes(3, sampling(0.8, 40, 0.95, 1234))))

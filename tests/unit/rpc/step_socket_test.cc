@@ -21,6 +21,7 @@
 #include "common/rpc/step_socket_client.h"
 #include "common/rpc/step_socket_server.h"
 #include "common/rpc/step_socket_wire.h"
+#include "common/rpc/step_codec.h"
 #include "common/rpc/worker_clients.h"
 #include "grpc/health/v1/health.pb.h"
 #include "gtest/gtest.h"
@@ -323,63 +324,179 @@ TEST(UnaryStepHandlerTest, ParsesCallsAndSerialisesLikeTheGrpcMethod) {
       absl::IsInvalidArgument(handler(StepMethod::kVerify, std::string("\xff\xff\xff", 3), &after_sent).status()));
 }
 
+// A worker's step handler for the worker clients' tests: Verify in protobuf (kVerify) and, when
+// `compact`, in the compact encoding too; Propose; UNIMPLEMENTED for anything else, as the
+// services' handlers answer. Counts the calls by method.
+struct FakeWorker {
+  bool compact = true;
+  std::atomic<int> proto_verifies{0}, compact_verifies{0}, compact_refusals{0}, proto_proposes{0}, compact_proposes{0};
+
+  absl::StatusOr<std::string> Handle(StepMethod method, const std::string& bytes) {
+    switch (method) {
+      case StepMethod::kVerifyCompact: {
+        if (!compact) {
+          ++compact_refusals;
+          return absl::UnimplementedError("step socket method 3 is not served here");
+        }
+        ++compact_verifies;
+        absl::StatusOr<std::vector<spec::VerifyItem>> items = DecodeVerifyItems(bytes);
+        if (!items.ok()) return items.status();
+        spec::VerifyResponse response;
+        for (const spec::VerifyItem& item : *items) {
+          spec::VerifyResult& result = response.results.emplace_back();
+          result.id = item.id;
+          result.tokens = {42, static_cast<int32_t>(item.draft.tokens.size())};
+          result.accept_length = 1;
+        }
+        response.compute_seconds = 0.25;
+        return EncodeVerifyResponse(response);
+      }
+      case StepMethod::kVerify: {
+        ++proto_verifies;
+        v1::VerifyRequest request;
+        if (!request.ParseFromString(bytes)) return absl::InvalidArgumentError("bad request");
+        v1::VerifyResponse response;
+        for (const auto& item : request.items()) {
+          auto* result = response.add_results();
+          result->set_request_id(item.request_id());
+          result->set_accept_length(1);
+          result->add_tokens(42);
+          result->add_tokens(item.draft().tokens_size());
+        }
+        response.set_compute_seconds(0.25);
+        return response.SerializeAsString();
+      }
+      case StepMethod::kProposeCompact: {
+        if (!compact) {
+          ++compact_refusals;
+          return absl::UnimplementedError("step socket method 4 is not served here");
+        }
+        ++compact_proposes;
+        absl::StatusOr<std::vector<spec::ProposeItem>> items = DecodeProposeItems(bytes);
+        if (!items.ok()) return items.status();
+        spec::ProposeResponse response;
+        for (const spec::ProposeItem& item : *items) {
+          spec::ProposeResult& result = response.results.emplace_back();
+          result.id = item.id;
+          result.draft.tokens.assign(static_cast<size_t>(item.shape.depth), 7);
+        }
+        return EncodeProposeResponse(response);
+      }
+      case StepMethod::kPropose: {
+        ++proto_proposes;
+        v1::ProposeRequest request;
+        if (!request.ParseFromString(bytes)) return absl::InvalidArgumentError("bad request");
+        v1::ProposeResponse response;
+        for (const auto& item : request.items()) {
+          auto* result = response.add_results();
+          result->set_request_id(item.request_id());
+          for (int i = 0; i < item.shape().depth(); ++i) result->mutable_draft()->add_tokens(7);
+        }
+        return response.SerializeAsString();
+      }
+    }
+    return absl::UnimplementedError("not served here");
+  }
+
+  absl::StatusOr<std::unique_ptr<StepSocketServer>> Serve(const std::string& path) {
+    return StepSocketServer::Start(path, [this](StepMethod method, const std::string& bytes,
+                                                std::function<void()>*) { return Handle(method, bytes); });
+  }
+};
+
+spec::VerifyItem ItemWithChain(spec::RequestId id) {
+  spec::VerifyItem item;
+  item.id = id;
+  item.draft.tokens = {5, 9};
+  item.draft.parents = {-1, 0};
+  return item;
+}
+
 // The worker clients: Verify and Propose take the step socket when one is set and reachable
-// (here the gRPC channel leads nowhere, so an answer proves it), and gRPC otherwise.
+// (here the gRPC channel leads nowhere, so an answer proves it), and gRPC otherwise. Verify goes
+// in the compact encoding.
 TEST(WorkerClientStepSocketTest, VerifyAndProposeUseTheSocketAndFallBackToGrpcWithoutIt) {
   ScopedTempDir dir("step_socket_");
   const std::string grpc_address = "unix://" + dir.path() + "/nobody.sock";  // no gRPC server
   const std::string path = StepSocketPath(grpc_address);
-  auto server = StepSocketServer::Start(path, [](StepMethod method, const std::string& bytes,
-                                                std::function<void()>*) -> absl::StatusOr<std::string> {
-    if (method == StepMethod::kVerify) {
-      v1::VerifyRequest request;
-      if (!request.ParseFromString(bytes)) return absl::InvalidArgumentError("bad request");
-      v1::VerifyResponse response;
-      for (const auto& item : request.items()) {
-        auto* result = response.add_results();
-        result->set_request_id(item.request_id());
-        result->set_accept_length(0);
-        result->add_tokens(42);
-      }
-      response.set_compute_seconds(0.25);
-      return response.SerializeAsString();
-    }
-    v1::ProposeRequest request;
-    if (!request.ParseFromString(bytes)) return absl::InvalidArgumentError("bad request");
-    v1::ProposeResponse response;
-    for (const auto& item : request.items()) response.add_results()->set_request_id(item.request_id());
-    return response.SerializeAsString();
-  });
+  FakeWorker worker;
+  auto server = worker.Serve(path);
   ASSERT_TRUE(server.ok()) << server.status();
 
   VerifierClient verifier(MakeChannel(grpc_address), absl::Seconds(2));
   verifier.UseStepSocket(path);
-  spec::VerifyItem item;
-  item.id = 7;
-  absl::StatusOr<spec::VerifyResponse> verified = verifier.Verify({item});
+  absl::StatusOr<spec::VerifyResponse> verified = verifier.Verify({ItemWithChain(7)});
   ASSERT_TRUE(verified.ok()) << verified.status();
   ASSERT_EQ(verified->results.size(), 1u);
   EXPECT_EQ(verified->results[0].id, 7u);
-  EXPECT_EQ(verified->results[0].tokens, std::vector<int32_t>{42});
+  EXPECT_EQ(verified->results[0].tokens, (std::vector<int32_t>{42, 2}));  // the draft reached the worker
   EXPECT_DOUBLE_EQ(verified->compute_seconds, 0.25);
+  EXPECT_EQ(worker.compact_verifies.load(), 1);
+  EXPECT_EQ(worker.proto_verifies.load(), 0);
 
   DrafterClient drafter(MakeChannel(grpc_address), absl::Seconds(2));
   drafter.UseStepSocket(path);
   spec::ProposeItem propose;
   propose.id = 9;
+  propose.shape.depth = 3;
   absl::StatusOr<spec::ProposeResponse> proposed = drafter.Propose({propose});
   ASSERT_TRUE(proposed.ok()) << proposed.status();
   ASSERT_EQ(proposed->results.size(), 1u);
   EXPECT_EQ(proposed->results[0].id, 9u);
+  EXPECT_EQ(proposed->results[0].draft.tokens, (std::vector<int32_t>{7, 7, 7}));  // the shape reached the worker
+  EXPECT_EQ(worker.compact_proposes.load(), 1);
+  EXPECT_EQ(worker.proto_proposes.load(), 0);
 
   // Without the socket the call goes to gRPC, which finds no server there.
   (*server)->Stop();
   VerifierClient fallback(MakeChannel(grpc_address), absl::Seconds(2));
   fallback.UseStepSocket(path);
-  absl::StatusOr<spec::VerifyResponse> over_grpc = fallback.Verify({item});
+  absl::StatusOr<spec::VerifyResponse> over_grpc = fallback.Verify({ItemWithChain(7)});
   EXPECT_FALSE(over_grpc.ok());
   EXPECT_TRUE(absl::IsUnavailable(over_grpc.status()) || absl::IsDeadlineExceeded(over_grpc.status()))
       << over_grpc.status();
+}
+
+// A worker that predates the compact encoding answers it UNIMPLEMENTED: that call is sent again
+// in protobuf on the same socket (the work beside a Verify runs once), and later calls go in
+// protobuf at once.
+TEST(WorkerClientStepSocketTest, VerifyFallsBackToProtobufForAWorkerWithoutTheCompactEncoding) {
+  ScopedTempDir dir("step_socket_");
+  const std::string grpc_address = "unix://" + dir.path() + "/nobody.sock";  // no gRPC server
+  const std::string path = StepSocketPath(grpc_address);
+  FakeWorker worker;
+  worker.compact = false;
+  auto server = worker.Serve(path);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  VerifierClient verifier(MakeChannel(grpc_address), absl::Seconds(2));
+  verifier.UseStepSocket(path);
+  for (int call = 0; call < 2; ++call) {
+    int beside = 0;
+    absl::StatusOr<spec::VerifyResponse> verified = verifier.Verify({ItemWithChain(3)}, [&beside] { ++beside; });
+    ASSERT_TRUE(verified.ok()) << verified.status();
+    ASSERT_EQ(verified->results.size(), 1u);
+    EXPECT_EQ(verified->results[0].tokens, (std::vector<int32_t>{42, 2}));
+    EXPECT_EQ(beside, 1) << "call " << call;
+  }
+  EXPECT_EQ(worker.proto_verifies.load(), 2);
+  EXPECT_EQ(worker.compact_refusals.load(), 1);  // asked once only
+  EXPECT_EQ(worker.compact_verifies.load(), 0);
+
+  DrafterClient drafter(MakeChannel(grpc_address), absl::Seconds(2));
+  drafter.UseStepSocket(path);
+  spec::ProposeItem propose;
+  propose.id = 9;
+  propose.shape.depth = 2;
+  for (int call = 0; call < 2; ++call) {
+    absl::StatusOr<spec::ProposeResponse> proposed = drafter.Propose({propose});
+    ASSERT_TRUE(proposed.ok()) << proposed.status();
+    ASSERT_EQ(proposed->results.size(), 1u);
+    EXPECT_EQ(proposed->results[0].draft.tokens, (std::vector<int32_t>{7, 7}));
+  }
+  EXPECT_EQ(worker.proto_proposes.load(), 2);
+  EXPECT_EQ(worker.compact_refusals.load(), 2);  // once more, for Propose
+  EXPECT_EQ(worker.compact_proposes.load(), 0);
 }
 
 }  // namespace
