@@ -18,7 +18,7 @@ cc=$(command -v clang-14 || command -v clang || true)
 [ -n "$cxx" ] && [ -n "$cc" ] || { echo "fuzz.sh needs clang (Debian: clang-14 libclang-rt-14-dev libomp-14-dev)" >&2; exit 2; }
 
 all_targets=(safetensors_header model_config tokenizer_model tokenizer_text tokenizer_json chat_template draft_tree verify_request
-  prefill_request propose_request http_request)
+  prefill_request propose_request http_request step_codec)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 
