@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,12 @@ class Writer {
     static_assert(sizeof(T) == 4);
     Put(static_cast<uint32_t>(values.size()));
     bytes_.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+  }
+  // A count, then each item written by `put_one(item)`.
+  template <typename T, typename PutOne>
+  void PutList(const std::vector<T>& items, PutOne put_one) {
+    Put(static_cast<uint32_t>(items.size()));
+    for (const T& item : items) put_one(item);
   }
   void PutString(absl::string_view s) {
     Put(static_cast<uint32_t>(s.size()));
@@ -69,6 +76,18 @@ class Reader {
     if (left() / min_item_bytes < *n) return Truncated();
     return absl::OkStatus();
   }
+  // A count, then that many items read by `read_one(&item)`. Each item takes at least
+  // `min_item_bytes`, so a count the bytes left cannot hold is refused before allocating.
+  template <typename T, typename ReadOne>
+  absl::Status GetList(size_t min_item_bytes, std::vector<T>* items, ReadOne read_one) {
+    uint32_t n = 0;
+    if (absl::Status s = GetCount(min_item_bytes, &n); !s.ok()) return s;
+    items->resize(n);
+    for (T& item : *items) {
+      if (absl::Status s = read_one(&item); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   absl::Status Finish() const {
     if (at_ == bytes_.size()) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(what_, " has ", left(), " trailing bytes"));
@@ -96,6 +115,15 @@ constexpr size_t kMinProposeItemBytes =
     sizeof(uint64_t) + 4 * sizeof(int32_t) + kArrayBytes + 3 * 4 + sizeof(uint64_t);
 constexpr size_t kMinProposeResultBytes = sizeof(uint64_t) + kStatusBytes + kDraftBytes;
 
+// The first error of reads made in order. A read after a failed one still runs, bounds-checked
+// on the bytes left; whatever it reads is dropped with the message.
+absl::Status FirstError(std::initializer_list<absl::Status> reads) {
+  for (const absl::Status& s : reads) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 void PutStatus(const absl::Status& status, Writer* w) {
   w->Put(static_cast<int32_t>(status.code()));
   w->PutString(status.message());
@@ -104,9 +132,7 @@ void PutStatus(const absl::Status& status, Writer* w) {
 absl::Status GetStatus(Reader* r, absl::Status* status) {
   int32_t code = 0;
   std::string message;
-  for (absl::Status s : {r->Get(&code), r->GetString(&message)}) {
-    if (!s.ok()) return s;
-  }
+  if (absl::Status s = FirstError({r->Get(&code), r->GetString(&message)}); !s.ok()) return s;
   if (code == 0) {
     *status = absl::OkStatus();
   } else if (code < 0 || code > static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
@@ -125,50 +151,45 @@ void PutDraft(const spec::DraftProposal& draft, Writer* w) {
 }
 
 absl::Status GetDraft(Reader* r, spec::DraftProposal* draft) {
-  for (absl::Status s : {r->GetArray(&draft->tokens), r->GetArray(&draft->parents),
-                         r->GetArray(&draft->probs), r->GetArray(&draft->scores)}) {
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
+  return FirstError({r->GetArray(&draft->tokens), r->GetArray(&draft->parents),
+                     r->GetArray(&draft->probs), r->GetArray(&draft->scores)});
 }
 
 }  // namespace
 
 std::string EncodeVerifyItems(const std::vector<spec::VerifyItem>& items) {
   Writer w;
-  w.Put(static_cast<uint32_t>(items.size()));
-  for (const spec::VerifyItem& item : items) {
+  w.PutList(items, [&w](const spec::VerifyItem& item) {
     w.Put(static_cast<uint64_t>(item.id));
     PutDraft(item.draft, &w);
-  }
+  });
   return w.Take();
 }
 
 absl::StatusOr<std::vector<spec::VerifyItem>> DecodeVerifyItems(absl::string_view bytes) {
   Reader r(bytes, "compact verify request");
-  uint32_t n = 0;
-  if (absl::Status s = r.GetCount(kMinVerifyItemBytes, &n); !s.ok()) return s;
-  std::vector<spec::VerifyItem> items(n);
-  for (spec::VerifyItem& item : items) {
-    uint64_t id = 0;
-    for (absl::Status s : {r.Get(&id), GetDraft(&r, &item.draft)}) {
-      if (!s.ok()) return s;
-    }
-    item.id = id;
-  }
-  if (absl::Status s = r.Finish(); !s.ok()) return s;
+  std::vector<spec::VerifyItem> items;
+  const absl::Status read = FirstError(
+      {r.GetList(kMinVerifyItemBytes, &items,
+                 [&r](spec::VerifyItem* item) {
+                   uint64_t id = 0;
+                   const absl::Status s = FirstError({r.Get(&id), GetDraft(&r, &item->draft)});
+                   item->id = id;
+                   return s;
+                 }),
+       r.Finish()});
+  if (!read.ok()) return read;
   return items;
 }
 
 std::string EncodeVerifyResponse(const spec::VerifyResponse& response) {
   Writer w;
-  w.Put(static_cast<uint32_t>(response.results.size()));
-  for (const spec::VerifyResult& result : response.results) {
+  w.PutList(response.results, [&w](const spec::VerifyResult& result) {
     w.Put(static_cast<uint64_t>(result.id));
     w.Put(static_cast<int32_t>(result.accept_length));
     PutStatus(result.status, &w);
     w.PutArray(result.tokens);
-  }
+  });
   w.Put(response.compute_seconds);
   w.Put(static_cast<int32_t>(response.free_blocks));
   w.Put(static_cast<int32_t>(response.total_blocks));
@@ -177,29 +198,26 @@ std::string EncodeVerifyResponse(const spec::VerifyResponse& response) {
 
 absl::StatusOr<spec::VerifyResponse> DecodeVerifyResponse(absl::string_view bytes) {
   Reader r(bytes, "compact verify answer");
-  uint32_t n = 0;
-  if (absl::Status s = r.GetCount(kMinVerifyResultBytes, &n); !s.ok()) return s;
   spec::VerifyResponse response;
-  response.results.resize(n);
-  for (spec::VerifyResult& result : response.results) {
-    uint64_t id = 0;
-    for (absl::Status s : {r.Get(&id), r.Get(&result.accept_length), GetStatus(&r, &result.status),
-                           r.GetArray(&result.tokens)}) {
-      if (!s.ok()) return s;
-    }
-    result.id = id;
-  }
-  for (absl::Status s : {r.Get(&response.compute_seconds), r.Get(&response.free_blocks),
-                         r.Get(&response.total_blocks), r.Finish()}) {
-    if (!s.ok()) return s;
-  }
+  const absl::Status read =
+      FirstError({r.GetList(kMinVerifyResultBytes, &response.results,
+                            [&r](spec::VerifyResult* result) {
+                              uint64_t id = 0;
+                              const absl::Status s = FirstError(
+                                  {r.Get(&id), r.Get(&result->accept_length),
+                                   GetStatus(&r, &result->status), r.GetArray(&result->tokens)});
+                              result->id = id;
+                              return s;
+                            }),
+                  r.Get(&response.compute_seconds), r.Get(&response.free_blocks),
+                  r.Get(&response.total_blocks), r.Finish()});
+  if (!read.ok()) return read;
   return response;
 }
 
 std::string EncodeProposeItems(const std::vector<spec::ProposeItem>& items) {
   Writer w;
-  w.Put(static_cast<uint32_t>(items.size()));
-  for (const spec::ProposeItem& item : items) {
+  w.PutList(items, [&w](const spec::ProposeItem& item) {
     w.Put(static_cast<uint64_t>(item.id));
     w.Put(static_cast<int32_t>(item.known_length));
     w.PutArray(item.new_tokens);
@@ -210,64 +228,61 @@ std::string EncodeProposeItems(const std::vector<spec::ProposeItem>& items) {
     w.Put(static_cast<int32_t>(item.sampling.top_k));
     w.Put(item.sampling.top_p);
     w.Put(static_cast<uint64_t>(item.sampling.seed));
-  }
+  });
   return w.Take();
 }
 
 absl::StatusOr<std::vector<spec::ProposeItem>> DecodeProposeItems(absl::string_view bytes) {
   Reader r(bytes, "compact propose request");
-  uint32_t n = 0;
-  if (absl::Status s = r.GetCount(kMinProposeItemBytes, &n); !s.ok()) return s;
-  std::vector<spec::ProposeItem> items(n);
-  for (spec::ProposeItem& item : items) {
-    uint64_t id = 0, seed = 0;
-    int32_t top_k = 0;
-    for (absl::Status s : {r.Get(&id), r.Get(&item.known_length), r.GetArray(&item.new_tokens),
-                           r.Get(&item.shape.depth), r.Get(&item.shape.branching),
-                           r.Get(&item.shape.max_nodes), r.Get(&item.sampling.temperature),
-                           r.Get(&top_k), r.Get(&item.sampling.top_p), r.Get(&seed)}) {
-      if (!s.ok()) return s;
-    }
-    item.id = id;
-    item.sampling.top_k = top_k;
-    item.sampling.seed = seed;
-    // As the protobuf messages read them (common/rpc/convert.cc).
-    if (item.shape.branching == 0) item.shape.branching = 1;
-    if (item.sampling.top_p == 0.0f) item.sampling.top_p = 1.0f;
-  }
-  if (absl::Status s = r.Finish(); !s.ok()) return s;
+  std::vector<spec::ProposeItem> items;
+  const absl::Status read = FirstError(
+      {r.GetList(kMinProposeItemBytes, &items,
+                 [&r](spec::ProposeItem* item) {
+                   uint64_t id = 0, seed = 0;
+                   int32_t top_k = 0;
+                   const absl::Status s = FirstError(
+                       {r.Get(&id), r.Get(&item->known_length), r.GetArray(&item->new_tokens),
+                        r.Get(&item->shape.depth), r.Get(&item->shape.branching),
+                        r.Get(&item->shape.max_nodes), r.Get(&item->sampling.temperature),
+                        r.Get(&top_k), r.Get(&item->sampling.top_p), r.Get(&seed)});
+                   item->id = id;
+                   item->sampling.top_k = top_k;
+                   item->sampling.seed = seed;
+                   // As the protobuf messages read them (common/rpc/convert.cc).
+                   if (item->shape.branching == 0) item->shape.branching = 1;
+                   if (item->sampling.top_p == 0.0f) item->sampling.top_p = 1.0f;
+                   return s;
+                 }),
+       r.Finish()});
+  if (!read.ok()) return read;
   return items;
 }
 
 std::string EncodeProposeResponse(const spec::ProposeResponse& response) {
   Writer w;
-  w.Put(static_cast<uint32_t>(response.results.size()));
-  for (const spec::ProposeResult& result : response.results) {
+  w.PutList(response.results, [&w](const spec::ProposeResult& result) {
     w.Put(static_cast<uint64_t>(result.id));
     PutStatus(result.status, &w);
     PutDraft(result.draft, &w);
-  }
+  });
   w.Put(response.compute_seconds);
   return w.Take();
 }
 
 absl::StatusOr<spec::ProposeResponse> DecodeProposeResponse(absl::string_view bytes) {
   Reader r(bytes, "compact propose answer");
-  uint32_t n = 0;
-  if (absl::Status s = r.GetCount(kMinProposeResultBytes, &n); !s.ok()) return s;
   spec::ProposeResponse response;
-  response.results.resize(n);
-  for (spec::ProposeResult& result : response.results) {
-    uint64_t id = 0;
-    for (absl::Status s :
-         {r.Get(&id), GetStatus(&r, &result.status), GetDraft(&r, &result.draft)}) {
-      if (!s.ok()) return s;
-    }
-    result.id = id;
-  }
-  for (absl::Status s : {r.Get(&response.compute_seconds), r.Finish()}) {
-    if (!s.ok()) return s;
-  }
+  const absl::Status read = FirstError(
+      {r.GetList(kMinProposeResultBytes, &response.results,
+                 [&r](spec::ProposeResult* result) {
+                   uint64_t id = 0;
+                   const absl::Status s = FirstError(
+                       {r.Get(&id), GetStatus(&r, &result->status), GetDraft(&r, &result->draft)});
+                   result->id = id;
+                   return s;
+                 }),
+       r.Get(&response.compute_seconds), r.Finish()});
+  if (!read.ok()) return read;
   return response;
 }
 
