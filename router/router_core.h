@@ -295,6 +295,9 @@ class RouterCore {
   // (VerifierClient::OverlapsWorkWithVerify), on the side thread otherwise.
   std::vector<ReplicaCall> VerifyOnReplicas(StepPlan* plan, const std::function<void()>& alongside);
   // Draft-ahead (router_pipeline.cc).
+  // Whether a chain of `depth` should verify one token less, keeping the last token of the
+  // request's draft made ahead back as the guess the next step's draft-ahead builds on.
+  bool KeepsPipelineGoing(const Active& r, int32_t depth) const;
   bool UseDraftMadeAhead(size_t i, StepPlan* plan);
   // Splits the drafter's guess of the target's next token off a chain drafted one deeper.
   void KeepGuess(size_t i, StepPlan* plan);

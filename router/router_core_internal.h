@@ -58,6 +58,9 @@ struct RouterCore::StepPlan {
   // Pipeline: the drafter's guess of the target's token after a fully accepted chain (-1:
   // none), and whether the draft was made ahead during the previous step.
   std::vector<int32_t> guess;
+  // Pipeline: the depth the policy chose for each request; above k where the step kept the
+  // last token of the draft made ahead back as its guess (RouterCore::KeepsPipelineGoing).
+  std::vector<int32_t> wanted;
   double draft_compute = 0;  // drafters' reported compute, summed over pools
   double verify_compute = 0;  // the slowest replica's reported compute
   double rpc_excess = 0;     // RPC wall time beyond reported compute

@@ -35,6 +35,17 @@
 
 namespace splitspec::router {
 
+bool RouterCore::KeepsPipelineGoing(const Active& r, int32_t depth) const {
+  // A chain that uses the whole draft made ahead has no guess left, so the next step could not
+  // be drafted ahead and would wait for a serial Propose. The draft was made one deeper than
+  // the step it was made for, so this happens whenever a policy deepens its chain by one (a
+  // goodput policy between two depths of near-equal value does so every few steps: a quarter of
+  // its steps on the 8-bit self-draft of docs/benchmarks.md). One token less keeps the pipeline
+  // going, and the next draft ahead goes to the depth chosen (PlanDraftAhead).
+  if (!options_.pipeline || depth < 2 || !r.ready_draft.has_value() || r.ready_pool != r.pool) return false;
+  return IsChain(*r.ready_draft) && static_cast<int32_t>(r.ready_draft->tokens.size()) == depth;
+}
+
 bool RouterCore::UseDraftMadeAhead(size_t i, StepPlan* plan) {
   Active* r = plan->batch[i];
   std::optional<spec::DraftProposal> ready = std::move(r->ready_draft);
@@ -120,7 +131,9 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     const int32_t remaining = r->request.max_tokens - r->usage.completion_tokens - static_cast<int32_t>(assumed.size());
     const int32_t room = max_context_ > 0 ? max_context_ - static_cast<int32_t>(r->history.size() + assumed.size())
                                           : plan.max_k + 1;
-    const int32_t depth = std::min({k + 1, plan.max_k, remaining, room});
+    // One past the depth the policy chose: a step that kept a token back as its guess
+    // (KeepsPipelineGoing) asked for more than it verifies.
+    const int32_t depth = std::min({std::max(k, plan.wanted[i]) + 1, plan.max_k, remaining, room});
     if (depth <= 1) continue;
     // Worth it when the Propose it saves the next step (with the chance that chain and guess
     // all land, each token at the request's acceptance estimate) outweighs the part of it the

@@ -154,7 +154,9 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
       ++j;
       ready[i]->sat_out_steps = 0;
       plan->batch.push_back(ready[i]);
-      const int32_t depth = std::clamp(decided[i].depth, 0, useful[i]);
+      int32_t depth = std::clamp(decided[i].depth, 0, useful[i]);
+      plan->wanted.push_back(depth);
+      if (!decided[i].tree() && KeepsPipelineGoing(*ready[i], depth)) --depth;
       plan->k.push_back(depth);
       // A tree's nodes all sit in the verifier's KV during the step: the context bounds them.
       int32_t nodes = depth;

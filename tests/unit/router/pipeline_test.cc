@@ -157,6 +157,55 @@ TEST(PipelineTest, TheGuessIsDraftedOnlyWhereDraftingAheadPays) {
   }
 }
 
+// A policy that deepens and shortens its chains by turns: 3, 2, 3, 2, ... (a goodput policy
+// between two depths of near-equal value does this every few steps).
+class AlternatingDepths : public SpeculationPolicy {
+ public:
+  std::string Name() const override { return "alternating"; }
+  std::vector<int32_t> Decide(const PolicyInput& input) override {
+    depth_ = depth_ == 2 ? 3 : 2;
+    return std::vector<int32_t>(input.requests.size(), depth_);
+  }
+  nlohmann::json Describe() const override { return nlohmann::json::object(); }
+
+ private:
+  int32_t depth_ = 2;
+};
+
+// A chain one deeper than the draft made ahead for it would use that draft whole and keep no
+// guess, so the step after it would wait for a serial Propose. It verifies one token less
+// instead, and the next draft goes ahead to the depth the policy chose: with a drafter whose
+// chains land, every step after the first uses a draft made ahead, whichever depth the policy
+// asks for, and the output is the target's.
+TEST(PipelineTest, AChainAsDeepAsTheDraftMadeAheadKeepsAGuess) {
+  RouterOptions options;
+  options.pipeline = true;
+  Harness h("static:3", options);
+  h.drafters[0] = std::make_unique<FakeDrafter>(1.0, 11);
+  LatencyModel model;
+  model.set_target({0.0, 0.0, 0.01});  // the draft made ahead always fits in the verify call
+  model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0, 0.0005}, 0});
+  model.set_rpc_seconds(0.0001);
+  h.core = std::make_unique<RouterCore>(options, &h.verifier, DrafterPools{{"pool0", h.drafters[0].get()}},
+                                        std::make_unique<AlternatingDepths>(), model, &h.clock);
+  ASSERT_TRUE(h.core->Init().ok());
+  auto id = h.Submit(Prompt(50, 9), 80);
+  ASSERT_TRUE(id.ok());
+  h.RunUntilIdle();
+  EXPECT_EQ(h.out[*id].tokens, ReferenceGeneration(Prompt(50, 9), 80));
+  const ServerInfo info = h.core->Snapshot();
+  EXPECT_EQ(info.draft_ahead_dropped, 0);
+  EXPECT_GE(info.draft_ahead_used, info.steps - 2);
+  EXPECT_LE(h.drafters[0]->calls, static_cast<int>(info.steps) + 1);
+  // Both depths the policy asks for are drafted ahead (its 2 with a guess: 3 levels; its 3,
+  // verified as 2 after a draft of 3, with a guess: 4 levels).
+  std::set<int32_t> depths;
+  const auto& sent = h.drafters[0]->sent[*id];
+  for (size_t c = 2; c + 2 < sent.size(); ++c) depths.insert(sent[c].depth);
+  EXPECT_EQ(depths, (std::set<int32_t>{3, 4}));
+  EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
+}
+
 TEST(PipelineTest, OffMeansNoDraftAhead) {
   const PipelineRun run = RunPipelined(0.8, 2, 30, /*pipeline=*/false);
   EXPECT_EQ(run.info.draft_ahead_used, 0);
