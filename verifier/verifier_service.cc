@@ -6,8 +6,8 @@
 
 #include "common/rpc/convert.h"
 #include "common/rpc/status.h"
-#include "common/rpc/step_handler.h"
 #include "common/rpc/step_codec.h"
+#include "common/rpc/step_handler.h"
 
 namespace splitspec::verifier {
 
