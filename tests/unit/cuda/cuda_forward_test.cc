@@ -36,13 +36,17 @@ class CudaForwardTest : public CudaTest {
     std::unique_ptr<LlamaModel> model;
     std::unique_ptr<KvCache> kv;
   };
+  // A model that fails to load (or its cache) is reported and leaves both null, so that the
+  // caller's check fails that test alone rather than aborting the whole binary.
   static Loaded Load(Backend& backend, const std::string& dir = SmallModelDir(), const ModelLoadOptions& options = {}) {
     Loaded loaded;
     auto model = LlamaModel::Load(dir, backend, options);
     EXPECT_TRUE(model.ok()) << model.status();
-    loaded.model = std::move(*model);
-    auto kv = loaded.model->CreateKvCache(128);
+    if (!model.ok()) return loaded;
+    auto kv = (*model)->CreateKvCache(128);
     EXPECT_TRUE(kv.ok()) << kv.status();
+    if (!kv.ok()) return loaded;
+    loaded.model = std::move(*model);
     loaded.kv = std::move(*kv);
     return loaded;
   }
@@ -51,6 +55,7 @@ class CudaForwardTest : public CudaTest {
   // it (node 5's path: 0, 1, 3, 5), from the small model loaded with `options`.
   static std::vector<float> PrefillAndTreeLogits(Backend& backend, const ModelLoadOptions& options = {}) {
     Loaded m = Load(backend, SmallModelDir(), options);
+    if (m.model == nullptr) return {};
     EXPECT_TRUE(m.kv->AddSequence(1).ok());
     ForwardResult result;
     EXPECT_TRUE(m.model->Forward({SequenceStep{1, Tokens(21, 1), {}, {0, 10, 20}}}, *m.kv, &result).ok());
@@ -92,6 +97,7 @@ TEST_F(CudaForwardTest, Int8WeightsMatchTheCpuBackend) {
 
   // Node 5's path is 0 -> 1 -> 3 -> 5: fed as a chain after the same context it gives node 5's bits.
   Loaded m = Load(*cuda_, SmallModelDir(), int8);
+  ASSERT_NE(m.model, nullptr);
   ASSERT_TRUE(m.kv->AddSequence(2).ok());
   const std::vector<int32_t> tree = Tokens(6, 2);
   std::vector<int32_t> path = Tokens(21, 1);
@@ -105,6 +111,7 @@ TEST_F(CudaForwardTest, Int8WeightsMatchTheCpuBackend) {
 
 TEST_F(CudaForwardTest, TreeNodesEqualTheirChainsOnTheGpu) {
   Loaded m = Load(*cuda_);
+  ASSERT_NE(m.model, nullptr);
   const std::vector<int32_t> context = Tokens(11, 3), tree = Tokens(4, 4);
   ForwardResult prefill, verify, chain;
   ASSERT_TRUE(m.kv->AddSequence(1).ok());
@@ -123,6 +130,7 @@ TEST_F(CudaForwardTest, TreeNodesEqualTheirChainsOnTheGpu) {
 // once, bit for bit, on the GPU too.
 TEST_F(CudaForwardTest, TreeGrownOverForwardsEqualsOneForwardOnTheGpu) {
   Loaded m = Load(*cuda_);
+  ASSERT_NE(m.model, nullptr);
   const std::vector<int32_t> context = Tokens(19, 5), tree = Tokens(6, 6);
   const std::vector<int32_t> parents = {-1, -1, 0, 1, 2, 2};
   ForwardResult ignored, whole;
@@ -156,6 +164,7 @@ TEST_F(CudaForwardTest, GreedyGenerationIsIdenticalAcrossBackends) {
   for (int b = 0; b < 2; ++b) {
     Backend& backend = b == 0 ? *cpu_ : static_cast<Backend&>(*cuda_);
     Loaded m = Load(backend);
+    ASSERT_NE(m.model, nullptr);
     auto tokens = GenerateTokens(*m.model, *m.kv, prompt, options);
     ASSERT_TRUE(tokens.ok()) << tokens.status();
     outputs[b] = *tokens;
