@@ -14,8 +14,9 @@ Reads OUT_DIR/settings.json and OUT_DIR/pass<N>/<policy>-<rate>.json (`splitspec
      verifies more tokens than it can accept), completed / sent (+ dropped), the 1-minute load
      average after each pass, and for smartspec the request-steps that sat out (shorter
      candidate batches);
-  3. when the routers reported them: the step overhead p50 / p99 (wall minus the slower side's
-     compute), the router's CPU time per step (its .router_cpu file) and, for `+pipeline`
+  3. when the routers reported them: the step overhead p50 / p99 (wall minus the compute the
+     step waited for: its serial drafts, then the slower of the verify call and the drafts made
+     ahead beside it), the router's CPU time per step (its .router_cpu file) and, for `+pipeline`
      cells, the draft-ahead hit rate and the share of draft time hidden behind verification;
   4. with `none` and several passes: each pass's tokens/s over `none`'s in the same pass, and
      their median (pairs within a pass share the machine's state of the moment).
@@ -91,7 +92,7 @@ class Cell:
         self.accepted_per_draft_token = accepted / drafted if drafted > 0 else math.nan
         parsed = [server_info(level) for level in levels]
         infos = [i for i in parsed if i]
-        # Step overhead (wall minus the slower side's compute) and the pipeline's draft-ahead
+        # Step overhead (wall minus the compute the step waited for) and the pipeline's draft-ahead
         # figures, as the router reported them after each pass (its own process per pass).
         self.overhead_p50 = [i.get("overhead_p50_us", math.nan) for i in infos]
         self.overhead_p99 = [i.get("overhead_p99_us", math.nan) for i in infos]
@@ -210,7 +211,8 @@ def main(out):
                                                    percentile(ordered, 0.5)))
 
     if any(c is not None and c.overhead_p50 for c in cells.values()):
-        print("\nStep overhead (wall time minus the slower side's compute, per pass: p50 / p99 us) and "
+        print("\nStep overhead (wall time minus the compute the step waited for: its serial drafts, then the "
+              "slower of the verify call and the drafts made ahead beside it; per pass: p50 / p99 us) and "
               "draft-ahead (share of drafts made ahead that were used; share of draft compute hidden "
               "behind verification).\n")
         print("| level | policy | overhead p50 us | overhead p99 us | router CPU us/step | draft-ahead hit rate "

@@ -38,6 +38,7 @@
 #ifndef SPLITSPEC_ROUTER_ROUTER_CORE_H_
 #define SPLITSPEC_ROUTER_ROUTER_CORE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -83,19 +84,32 @@ struct StepStats {
   int32_t draft_ahead_used = 0;    // drafts of this step that were made ahead (no Propose wait)
   int32_t draft_ahead_dropped = 0; // drafts made ahead whose hypothesis failed
   double draft_ahead_seconds = 0;  // drafters' reported compute for the drafts made ahead
+  double draft_ahead_slowest_seconds = 0;  // of it, the slowest pool's (pools run in parallel)
   double hidden_draft_seconds = 0; // of it, what ran while the verifier computed
   double schedule_seconds = 0;    // admission + pool choice + policy
   double prefill_seconds = 0;     // wall time of the Prefill call (0 without one)
   double draft_seconds = 0;       // drafters' reported compute
   double verify_seconds = 0;      // verifier's reported compute
   double wall_seconds = 0;        // the decode step, scheduling to bookkeeping
-  double overhead_seconds = 0;    // wall - max(draft, verify compute)
+  double overhead_seconds = 0;    // wall - the compute it waited for (StepOverheadSeconds)
   // For metrics (filled only when RouterOptions::step_observer is set):
   double rpc_overhead_seconds = 0;  // RPC wall time beyond the workers' reported compute
   double estimated_goodput = 0;     // tokens/s the latency model and estimates predicted for k
   std::vector<RequestOutcome> requests;  // per verified request: pool, proposed, accepted
   double MeanK() const;
 };
+
+// A decode step's orchestration overhead: its wall time less the compute it had to wait for.
+// The serial Propose calls come first (pools in parallel, so the slowest counts), then the
+// verify call, beside which the drafts for the next step are made ahead (RouterOptions::
+// pipeline); the step waits for both. What is left is RPC transport, scheduling and
+// bookkeeping. In a serial speculative step the drafter's compute is not overhead, and in a
+// pipelined one a draft made ahead that outlasts the verify call is not either: the share of
+// draft time hidden (ServerInfo::pipeline) tells how much of the drafting the step overlapped.
+inline double StepOverheadSeconds(double wall, double serial_draft_slowest, double verify,
+                                  double draft_ahead_slowest) {
+  return wall - (serial_draft_slowest + std::max(verify, draft_ahead_slowest));
+}
 
 struct ServerInfo {
   std::string policy;

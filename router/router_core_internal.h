@@ -62,6 +62,7 @@ struct RouterCore::StepPlan {
   // last token of the draft made ahead back as its guess (RouterCore::KeepsPipelineGoing).
   std::vector<int32_t> wanted;
   double draft_compute = 0;  // drafters' reported compute, summed over pools
+  double draft_compute_slowest = 0;  // the slowest pool's (pools draft in parallel)
   double verify_compute = 0;  // the slowest replica's reported compute
   double rpc_excess = 0;     // RPC wall time beyond reported compute
   int32_t rpcs = 0;

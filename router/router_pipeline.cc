@@ -216,6 +216,7 @@ void RouterCore::ApplyDraftAhead(std::vector<AheadCall>& calls, double verify_co
     if (call.response.ok()) {
       ObserveAheadCall(call);
       stats->draft_ahead_seconds += call.response->compute_seconds;
+      stats->draft_ahead_slowest_seconds = std::max(stats->draft_ahead_slowest_seconds, call.response->compute_seconds);
       // Pools draft ahead in parallel with each other and with the verifier: what a pool
       // computed within the verifier's compute time was hidden behind it.
       stats->hidden_draft_seconds += std::min(call.response->compute_seconds, verify_compute);

@@ -296,6 +296,7 @@ void RouterCore::ApplyPoolCall(PoolCall& call, StepPlan* plan) {
   }
   const spec::ProposeResponse& resp = *call.response;
   plan->draft_compute += resp.compute_seconds;
+  plan->draft_compute_slowest = std::max(plan->draft_compute_slowest, resp.compute_seconds);
   plan->rpc_excess += std::max(0.0, call.wall_seconds - resp.compute_seconds);
   latency_.ObserveDraft(call.pool, call.ctx, call.depth, resp.compute_seconds, call.catch_up_tokens);
   std::map<RequestId, spec::ProposeResult*> by_id;
@@ -503,8 +504,8 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
     if (plan.batch[i]->speculative) ++k_histogram_[plan.k[i]];
   }
   outcome.wall_seconds = stats->wall_seconds;
-  stats->overhead_seconds =
-      stats->wall_seconds - std::max(stats->draft_seconds, stats->verify_seconds);
+  stats->overhead_seconds = StepOverheadSeconds(stats->wall_seconds, plan.draft_compute_slowest,
+                                                stats->verify_seconds, stats->draft_ahead_slowest_seconds);
   policy_->Observe(outcome);
   if (options_.step_observer) {
     stats->rpc_overhead_seconds = plan.rpc_excess;

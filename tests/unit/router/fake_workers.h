@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "router/clock.h"
 #include "router/router_core.h"
 #include "router/worker_clients.h"
 
@@ -125,7 +126,8 @@ class FakeVerifier : public VerifierClient {
       s.pending = bonus;
       resp.results.push_back(r);
     }
-    resp.compute_seconds = 0;
+    resp.compute_seconds = compute_seconds;
+    if (clock != nullptr) clock->Advance(compute_seconds);
     resp.total_blocks = total_blocks;
     return resp;
   }
@@ -188,6 +190,9 @@ class FakeVerifier : public VerifierClient {
   int prefill_calls = 0;
   int verify_calls = 0;
   bool overlaps_work = false;
+  // The compute time each Verify reports; with `clock` set, the call also advances it by that.
+  double compute_seconds = 0;
+  VirtualClock* clock = nullptr;
   int work_in_calls = 0;
   std::set<std::thread::id> work_threads;
   std::set<spec::RequestId> saw_draft_ids;  // requests verified with a non-empty draft
@@ -202,6 +207,8 @@ class FakeDrafter : public DrafterClient {
   void set_accuracy(double accuracy) { accuracy_ = accuracy; }
   // The compute time each call reports: this many seconds per level drafted (its deepest item).
   double seconds_per_level = 0;
+  // When set, each Propose advances it by the compute time it reports.
+  VirtualClock* clock = nullptr;
 
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items) override {
     ++calls;
@@ -214,6 +221,7 @@ class FakeDrafter : public DrafterClient {
     int32_t levels = 0;
     for (const auto& item : items) levels = std::max(levels, item.shape.depth);
     resp.compute_seconds = seconds_per_level * levels;
+    if (clock != nullptr) clock->Advance(resp.compute_seconds);
     for (const auto& item : items) {
       proposed_ids.insert(item.id);
       sent[item.id].push_back({static_cast<int32_t>(item.new_tokens.size()), item.shape.depth});

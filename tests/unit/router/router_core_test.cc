@@ -724,5 +724,34 @@ TEST(RouterCoreTest, ConcurrentSubmitAndCancel) {
   EXPECT_TRUE(drafter.sessions.empty());
 }
 
+// A step's overhead leaves out the compute it waited for: fakes whose calls take exactly the
+// compute they report (the virtual clock moves by it) leave a serial speculative step none,
+// where "wall minus the slower side" would count the drafter's 3 ms.
+TEST(RouterCoreTest, StepOverheadLeavesOutTheSerialDraftersCompute) {
+  RouterOptions options;
+  options.pipeline = false;
+  Harness h("static:3", options);
+  h.verifier.compute_seconds = 0.005;
+  h.verifier.clock = &h.clock;
+  h.drafters[0]->seconds_per_level = 0.001;
+  h.drafters[0]->clock = &h.clock;
+  ASSERT_TRUE(h.core->Init().ok());
+  ASSERT_TRUE(h.Submit(Prompt(3, 9), 40).ok());
+  h.RunUntilIdle();
+  const ServerInfo info = h.core->Snapshot();
+  ASSERT_GT(info.steps, 4);
+  EXPECT_NEAR(info.overhead_p50_us, 0.0, 1e-3);
+  EXPECT_NEAR(info.overhead_p99_us, 0.0, 1e-3);
+}
+
+TEST(RouterCoreTest, StepOverheadCountsTheSlowerOfVerifyAndTheDraftMadeAhead) {
+  // Verify 5 ms beside a 7 ms draft made ahead, in a 7.1 ms step: 0.1 ms of overhead.
+  EXPECT_NEAR(StepOverheadSeconds(0.0071, 0.0, 0.005, 0.007), 0.0001, 1e-12);
+  // A draft made ahead inside the verify call costs the step nothing beyond it.
+  EXPECT_NEAR(StepOverheadSeconds(0.0052, 0.0, 0.005, 0.002), 0.0002, 1e-12);
+  // A serial Propose (after a dropped draft) comes before both.
+  EXPECT_NEAR(StepOverheadSeconds(0.0093, 0.003, 0.005, 0.006), 0.0003, 1e-12);
+}
+
 }  // namespace
 }  // namespace splitspec::router::testing
