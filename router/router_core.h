@@ -105,7 +105,8 @@ struct StepStats {
 // pipeline); the step waits for both. What is left is RPC transport, scheduling and
 // bookkeeping. In a serial speculative step the drafter's compute is not overhead, and in a
 // pipelined one a draft made ahead that outlasts the verify call is not either: the share of
-// draft time hidden (ServerInfo::pipeline) tells how much of the drafting the step overlapped.
+// draft time hidden (ServerInfo::hidden_draft_seconds_total over draft_seconds_total) tells how
+// much of the drafting the steps overlapped.
 inline double StepOverheadSeconds(double wall, double serial_draft_slowest, double verify,
                                   double draft_ahead_slowest) {
   return wall - (serial_draft_slowest + std::max(verify, draft_ahead_slowest));
