@@ -41,7 +41,7 @@
 # Workers run no metrics servers (--metrics-port -1), so it runs beside other services; each
 # router's metrics server takes a free loopback port, and its /server_info at the end of the cell
 # is kept. Output: OUT/pass<N>/<policy>-<rate>.{json,csv,
-# server_info.json,router_cpu (its CPU seconds)}, OUT/logs/, OUT/compare.md.
+# server_info.json,metrics.txt,router_cpu (its CPU seconds)}, OUT/logs/, OUT/compare.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -206,6 +206,9 @@ run_cell() {
   /usr/bin/python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" \
     "http://$metrics_addr/server_info" > "$out/pass$pass/$safe-$rate.server_info.json" 2> /dev/null ||
     echo "   (no /server_info from the router for $policy @ $rate)"
+  # Its Prometheus metrics too (the step stages' histograms: where a step's time went).
+  /usr/bin/python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" \
+    "http://$metrics_addr/metrics" > "$out/pass$pass/$safe-$rate.metrics.txt" 2> /dev/null || true
   # The router's CPU seconds over the cell (user + system; fields 14-15 of /proc/PID/stat, in
   # clock ticks): what its planning and bookkeeping cost, per step in the report.
   awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$router_pid/stat" \

@@ -5,8 +5,8 @@
 //   --tls-reload-seconds S                                how often the files are read again (60)
 //   --health-port P                                       plaintext grpc.health.v1 only (-1 off)
 //   --enable-reflection                                   gRPC server reflection (off)
-//   --step-spin-us US                                     poll for the next step request that long after
-//                                                         answering one (300; 0 = sleep at once)
+//   --step-spin-us US                                     poll for the next step request from US before
+//                                                         to US after it is due (300; 0 = always sleep)
 #ifndef SPLITSPEC_COMMON_RPC_SERVING_FLAGS_H_
 #define SPLITSPEC_COMMON_RPC_SERVING_FLAGS_H_
 

@@ -7,8 +7,10 @@
 // side polls only in a short window where the next frame is likely:
 //   - the caller (router) around when its answer is due: the median of the method's last three
 //     round trips, plus or minus the margin;
-//   - the connection thread (worker) just after it answered, while the next request follows
-//     quickly (the gap before the last request was within the margin).
+//   - the connection thread (worker) around when the next request is due: the median of the
+//     last three gaps from an answer to the next request, plus or minus the margin. A worker
+//     whose requests come in a steady rhythm (the verifier while the drafter drafts, the drafter
+//     while the target verifies) sleeps through the gap and wakes before the request does.
 // A frame that comes outside its window is read exactly as before; only the wake-up is slower.
 #ifndef SPLITSPEC_COMMON_RPC_SPIN_WINDOW_H_
 #define SPLITSPEC_COMMON_RPC_SPIN_WINDOW_H_
@@ -25,6 +27,20 @@ namespace splitspec::rpc {
 // run, for 130-150 us more of its CPU a step (at most twice the margin a call).
 inline constexpr int kDefaultStepSpinMicros = 300;
 
+// The median of the last three durations observed (of two: the shorter, since spinning early
+// costs less than waking late). One outlier, such as a step that also prefilled a new request,
+// does not move it.
+class RecentMedian {
+ public:
+  bool empty() const { return observed_ == 0; }
+  absl::Duration Get() const;
+  void Observe(absl::Duration d);
+
+ private:
+  std::array<absl::Duration, 3> recent_{};
+  int observed_ = 0;
+};
+
 // The caller's side: where the answer to a call sent at `sent` is expected.
 class AnswerSpin {
  public:
@@ -38,23 +54,24 @@ class AnswerSpin {
 
  private:
   const absl::Duration margin_;
-  std::array<absl::Duration, 3> recent_{};
-  int observed_ = 0;
+  RecentMedian round_trips_;
 };
 
-// The worker's side: whether to poll for the next request right after answering.
+// The worker's side: where the next request after an answer is expected.
 class RequestSpin {
  public:
   // `margin` zero: never spins.
   explicit RequestSpin(absl::Duration margin) : margin_(margin) {}
 
+  // Before any gap was seen: right after the answer (a router's next step usually follows at
+  // once).
   SpinWindow Window(absl::Time answered) const;
   // The time from an answer to the next request's arrival.
-  void Observe(absl::Duration gap) { last_gap_ = gap; }
+  void Observe(absl::Duration gap) { gaps_.Observe(gap); }
 
  private:
   const absl::Duration margin_;
-  absl::Duration last_gap_ = absl::ZeroDuration();
+  RecentMedian gaps_;
 };
 
 }  // namespace splitspec::rpc

@@ -47,21 +47,33 @@ TEST(AnswerSpinTest, FollowsAChangedStepTimeAfterManyCalls) {
   EXPECT_EQ(w.until, kSent + absl::Milliseconds(2) + absl::Microseconds(100));
 }
 
-TEST(RequestSpinTest, SpinsAfterAnAnswerOnlyWhileRequestsFollowWithinTheMargin) {
+TEST(RequestSpinTest, BeforeAnyGapPollsRightAfterTheAnswer) {
   RequestSpin spin(absl::Microseconds(300));
   // Nothing seen yet: a router's next step usually follows at once.
-  SpinWindow w = spin.Window(kSent);
+  const SpinWindow w = spin.Window(kSent);
   EXPECT_EQ(w.from, kSent);
   EXPECT_EQ(w.until, kSent + absl::Microseconds(300));
-  spin.Observe(absl::Microseconds(120));
-  EXPECT_EQ(spin.Window(kSent).until, kSent + absl::Microseconds(300));
-  // A request that came 7 ms after the answer (a drafter between serial steps): sleep next time.
-  spin.Observe(absl::Milliseconds(7));
-  EXPECT_EQ(spin.Window(kSent).from, absl::InfiniteFuture());
-  spin.Observe(absl::Microseconds(80));
-  EXPECT_EQ(spin.Window(kSent).from, kSent);
   RequestSpin off(absl::ZeroDuration());
   EXPECT_EQ(off.Window(kSent).from, absl::InfiniteFuture());
+  off.Observe(absl::Microseconds(80));
+  EXPECT_EQ(off.Window(kSent).from, absl::InfiniteFuture());
+}
+
+TEST(RequestSpinTest, SleepsThroughALongGapAndPollsAroundWhenTheNextRequestIsDue) {
+  RequestSpin spin(absl::Microseconds(300));
+  // Requests that follow at once: poll from the answer (the window cannot start before it).
+  spin.Observe(absl::Microseconds(120));
+  SpinWindow w = spin.Window(kSent);
+  EXPECT_EQ(w.from, kSent);
+  EXPECT_EQ(w.until, kSent + absl::Microseconds(420));
+  // A drafter between serial steps: its requests come a verify call (7 ms) after its answers.
+  for (int i = 0; i < 3; ++i) spin.Observe(absl::Milliseconds(7));
+  w = spin.Window(kSent);
+  EXPECT_EQ(w.from, kSent + absl::Milliseconds(7) - absl::Microseconds(300));
+  EXPECT_EQ(w.until, kSent + absl::Milliseconds(7) + absl::Microseconds(300));
+  // One late request (an idle router) among three does not move it.
+  spin.Observe(absl::Seconds(5));
+  EXPECT_EQ(spin.Window(kSent).from, kSent + absl::Milliseconds(7) - absl::Microseconds(300));
 }
 
 }  // namespace
