@@ -106,6 +106,11 @@ if ((unix)); then placement+="; services on Unix sockets"; fi
 
 source scripts/lib/services.sh  # pids, stop_pid, stop_all (EXIT trap), start NAME CMD...
 
+# http_get URL: the body, on standard output (no curl on a bare machine).
+http_get() {
+  /usr/bin/python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" "$1"
+}
+
 # listen_flags NAME: where a service listens (a free loopback port, or a socket under OUT).
 listen_flags() {
   if ((unix)); then
@@ -203,12 +208,10 @@ run_cell() {
   # The router's own account of the cell (policy state: shapes chosen, estimates, overhead).
   local metrics_addr
   metrics_addr="$(grep -m1 'metrics on' "$out/logs/router-$pass-$safe-$rate.log" | sed 's/.*metrics on \([^ ]*\).*/\1/')"
-  /usr/bin/python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" \
-    "http://$metrics_addr/server_info" > "$out/pass$pass/$safe-$rate.server_info.json" 2> /dev/null ||
+  http_get "http://$metrics_addr/server_info" > "$out/pass$pass/$safe-$rate.server_info.json" 2> /dev/null ||
     echo "   (no /server_info from the router for $policy @ $rate)"
   # Its Prometheus metrics too (the step stages' histograms: where a step's time went).
-  /usr/bin/python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" \
-    "http://$metrics_addr/metrics" > "$out/pass$pass/$safe-$rate.metrics.txt" 2> /dev/null || true
+  http_get "http://$metrics_addr/metrics" > "$out/pass$pass/$safe-$rate.metrics.txt" 2> /dev/null || true
   # The router's CPU seconds over the cell (user + system; fields 14-15 of /proc/PID/stat, in
   # clock ticks): what its planning and bookkeeping cost, per step in the report.
   awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$router_pid/stat" \
