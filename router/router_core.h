@@ -92,6 +92,10 @@ struct StepStats {
   double verify_seconds = 0;      // verifier's reported compute
   double wall_seconds = 0;        // the decode step, scheduling to bookkeeping
   double overhead_seconds = 0;    // wall - the compute it waited for (StepOverheadSeconds)
+  // The step's wall time outside its worker calls: planning, applying the answers, bookkeeping.
+  // With rpc_overhead_seconds it splits a serial step's overhead into the router's share and
+  // the calls' (transport, the workers' handling around their compute).
+  double router_seconds = 0;
   // For metrics (filled only when RouterOptions::step_observer is set):
   double rpc_overhead_seconds = 0;  // RPC wall time beyond the workers' reported compute
   double estimated_goodput = 0;     // tokens/s the latency model and estimates predicted for k

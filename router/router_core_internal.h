@@ -65,6 +65,9 @@ struct RouterCore::StepPlan {
   double draft_compute_slowest = 0;  // the slowest pool's (pools draft in parallel)
   double verify_compute = 0;  // the slowest replica's reported compute
   double rpc_excess = 0;     // RPC wall time beyond reported compute
+  // Wall time the step spent waiting on its serial worker calls (the Propose calls, then the
+  // verify calls with the work run beside them); the rest of the step is the router's own.
+  double call_wall = 0;
   int32_t rpcs = 0;
 };
 

@@ -233,11 +233,13 @@ void RouterCore::Draft(StepPlan* plan, StepStats* stats) {
     call.response = drafter->Propose(call.items);
     call.wall_seconds = clock_->NowSeconds() - start;
   };
+  const double calls_start = clock_->NowSeconds();
   if (options_.parallel_pool_calls) {
     RunInParallel(calls.size(), call_pool);
   } else {
     for (size_t c = 0; c < calls.size(); ++c) call_pool(c);
   }
+  if (!calls.empty()) plan->call_wall += clock_->NowSeconds() - calls_start;
   for (PoolCall& call : calls) ApplyPoolCall(call, plan);
 }
 
@@ -350,6 +352,7 @@ std::vector<RouterCore::ReplicaCall> RouterCore::VerifyOnReplicas(StepPlan* plan
   }
   verify_overlaps_work_ = calls.size() == 1 && replicas_.at(calls[0].replica).client->OverlapsWorkWithVerify();
   const bool on_side_thread = alongside && !verify_overlaps_work_;
+  const double calls_start = clock_->NowSeconds();
   if (on_side_thread) side_thread_.Start(alongside);
   // Work run inside the call: what of it outlasted the worker's compute is not the call's.
   double inline_work_seconds = 0;
@@ -368,6 +371,7 @@ std::vector<RouterCore::ReplicaCall> RouterCore::VerifyOnReplicas(StepPlan* plan
     calls[c].wall_seconds = clock_->NowSeconds() - start;
   });
   if (on_side_thread) side_thread_.Wait();
+  plan->call_wall += clock_->NowSeconds() - calls_start;
   for (ReplicaCall& call : calls) {
     ++plan->rpcs;
     if (!call.response.ok()) continue;
@@ -506,6 +510,7 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
   outcome.wall_seconds = stats->wall_seconds;
   stats->overhead_seconds = StepOverheadSeconds(stats->wall_seconds, plan.draft_compute_slowest,
                                                 stats->verify_seconds, stats->draft_ahead_slowest_seconds);
+  stats->router_seconds = std::max(0.0, stats->wall_seconds - plan.call_wall);
   policy_->Observe(outcome);
   if (options_.step_observer) {
     stats->rpc_overhead_seconds = plan.rpc_excess;

@@ -82,6 +82,8 @@ absl::StatusOr<std::unique_ptr<RouterServingMetrics>> RouterServingMetrics::Crea
   SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
       m->stage_rpc_overhead_,
       registry.AddHistogram(*h, {{"stage", "rpc_overhead"}}, StepStageBuckets()));
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
+      m->stage_router_, registry.AddHistogram(*h, {{"stage", "router"}}, StepStageBuckets()));
 
   prometheus::Family<prometheus::Gauge>* g = nullptr;
   SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
@@ -99,6 +101,7 @@ void RouterServingMetrics::RecordStep(const StepStageSeconds& stages,
   stage_draft_->Observe(stages.draft);
   stage_verify_->Observe(stages.verify);
   stage_rpc_overhead_->Observe(stages.rpc_overhead);
+  stage_router_->Observe(stages.router);
   if (emissions.empty()) return;
   // One lock on the inter-token histogram for the whole batch: the gaps of one emission land in
   // the bucket of interval / n_gaps together.

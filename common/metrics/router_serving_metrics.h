@@ -9,7 +9,7 @@
 //   splitspec_request_queue_time_seconds              histogram, arrival to admission
 //   splitspec_requests_waiting / _running             gauges (queue depth, running batch)
 //   splitspec_step_stage_duration_seconds{stage}      histogram, stage = schedule | draft |
-//                                                     verify | rpc_overhead
+//                                                     verify | rpc_overhead | router
 //
 // Thread safety: every method may be called concurrently.
 #ifndef SPLITSPEC_COMMON_METRICS_ROUTER_SERVING_METRICS_H_
@@ -38,12 +38,14 @@ inline constexpr int kNumRequestStatuses = 5;
 const char* RequestStatusLabel(RequestStatus status);
 
 // Wall time of one router step by stage, in seconds. rpc_overhead is the RPC time beyond the
-// workers' own measured compute (round trips, serialisation).
+// workers' own measured compute (round trips, serialisation); router is the step's time outside
+// its worker calls (planning, applying answers, bookkeeping; schedule is part of it).
 struct StepStageSeconds {
   double schedule = 0;
   double draft = 0;
   double verify = 0;
   double rpc_overhead = 0;
+  double router = 0;
 };
 
 // Tokens one request received in one step. Speculation delivers tokens in bursts, so the
@@ -88,6 +90,7 @@ class RouterServingMetrics {
   prometheus::Histogram* stage_draft_ = nullptr;
   prometheus::Histogram* stage_verify_ = nullptr;
   prometheus::Histogram* stage_rpc_overhead_ = nullptr;
+  prometheus::Histogram* stage_router_ = nullptr;
 };
 
 }  // namespace splitspec::metrics

@@ -101,6 +101,7 @@ void RouterMetrics::OnStep(const StepStats& stats) {
   stages.draft = stats.draft_seconds;
   stages.verify = stats.verify_seconds;
   stages.rpc_overhead = stats.rpc_overhead_seconds;
+  stages.router = stats.router_seconds;
   serving_->RecordStep(stages, pending_emissions_);
   pending_emissions_.clear();
   UpdateLoad();

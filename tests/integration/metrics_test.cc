@@ -159,7 +159,7 @@ TEST(MetricsIntegrationTest, CountersMatchWhatClientsAndWorkersSaw) {
   EXPECT_EQ(Sum(m, "splitspec_inter_token_latency_seconds_count"), streamed - n);
   EXPECT_EQ(Sum(m, "splitspec_requests_waiting"), 0);
   EXPECT_EQ(Sum(m, "splitspec_requests_running"), 0);
-  for (const char* stage : {"schedule", "draft", "verify", "rpc_overhead"}) {
+  for (const char* stage : {"schedule", "draft", "verify", "rpc_overhead", "router"}) {
     EXPECT_GT(Sum(m, "splitspec_step_stage_duration_seconds_count", {{"stage", stage}}), 0) << stage;
   }
   EXPECT_GT(Sum(m, "splitspec_spec_goodput_observed_tokens_per_second"), 0);

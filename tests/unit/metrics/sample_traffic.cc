@@ -59,6 +59,7 @@ void FeedRouterSteps(RouterSets& sets, int n_steps, std::mt19937& rng) {
       stages.draft = 0.002 + 0.002 * unit(rng);
       stages.verify = 0.006 + 0.004 * unit(rng);
       stages.rpc_overhead = 0.0005 + 0.0005 * unit(rng);
+      stages.router = 0.00005 + 0.00005 * unit(rng);
       sets.serving->RecordStep(stages, emissions);
     }
     sets.serving->SetLoad(static_cast<int64_t>(unit(rng) * 10),

@@ -37,6 +37,7 @@ TEST(RouterServingMetricsTest, StepSpreadsBurstIntervalsOverTokens) {
   stages.draft = 0.002;
   stages.verify = 0.008;
   stages.rpc_overhead = 0.001;
+  stages.router = 0.00007;
   // 3 tokens after 30 ms: three gaps of 10 ms; 1 token after 10 ms: one gap; a first token:
   // counted as output, not as a gap; an empty emission: nothing.
   TokenEmission first;
@@ -57,6 +58,9 @@ TEST(RouterServingMetricsTest, StepSpreadsBurstIntervalsOverTokens) {
   EXPECT_DOUBLE_EQ(*e.Value(stage + "_sum", {{"stage", "verify"}}), 0.008);
   EXPECT_DOUBLE_EQ(*e.Value(stage + "_sum", {{"stage", "draft"}}), 0.002);
   EXPECT_DOUBLE_EQ(*e.Value(stage + "_sum", {{"stage", "rpc_overhead"}}), 0.001);
+  EXPECT_DOUBLE_EQ(*e.Value(stage + "_sum", {{"stage", "router"}}), 0.00007);
+  EXPECT_EQ(Bucket(e, stage, {{"stage", "router"}}, 0.00005), 0.0);
+  EXPECT_EQ(Bucket(e, stage, {{"stage", "router"}}, 0.0001), 1.0);
   EXPECT_EQ(Bucket(e, stage, {{"stage", "verify"}}, 0.005), 0.0);
   EXPECT_EQ(Bucket(e, stage, {{"stage", "verify"}}, 0.01), 1.0);
 }

@@ -127,7 +127,7 @@ class FakeVerifier : public VerifierClient {
       resp.results.push_back(r);
     }
     resp.compute_seconds = compute_seconds;
-    if (clock != nullptr) clock->Advance(compute_seconds);
+    if (clock != nullptr) clock->Advance(compute_seconds + transport_seconds);
     resp.total_blocks = total_blocks;
     return resp;
   }
@@ -193,6 +193,8 @@ class FakeVerifier : public VerifierClient {
   // The compute time each Verify reports; with `clock` set, the call also advances it by that.
   double compute_seconds = 0;
   VirtualClock* clock = nullptr;
+  // With `clock` set, each Verify also advances it by this, unreported: the call's transport.
+  double transport_seconds = 0;
   int work_in_calls = 0;
   std::set<std::thread::id> work_threads;
   std::set<spec::RequestId> saw_draft_ids;  // requests verified with a non-empty draft
@@ -207,8 +209,10 @@ class FakeDrafter : public DrafterClient {
   void set_accuracy(double accuracy) { accuracy_ = accuracy; }
   // The compute time each call reports: this many seconds per level drafted (its deepest item).
   double seconds_per_level = 0;
-  // When set, each Propose advances it by the compute time it reports.
+  // When set, each Propose advances it by the compute time it reports, plus transport_seconds
+  // (unreported: the call's transport).
   VirtualClock* clock = nullptr;
+  double transport_seconds = 0;
 
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items) override {
     ++calls;
@@ -221,7 +225,7 @@ class FakeDrafter : public DrafterClient {
     int32_t levels = 0;
     for (const auto& item : items) levels = std::max(levels, item.shape.depth);
     resp.compute_seconds = seconds_per_level * levels;
-    if (clock != nullptr) clock->Advance(resp.compute_seconds);
+    if (clock != nullptr) clock->Advance(resp.compute_seconds + transport_seconds);
     for (const auto& item : items) {
       proposed_ids.insert(item.id);
       sent[item.id].push_back({static_cast<int32_t>(item.new_tokens.size()), item.shape.depth});

@@ -744,6 +744,88 @@ TEST(RouterCoreTest, StepOverheadLeavesOutTheSerialDraftersCompute) {
   EXPECT_NEAR(info.overhead_p99_us, 0.0, 1e-3);
 }
 
+// A serial step's overhead splits into the router's own time and the calls' time beyond the
+// workers' compute: fakes whose calls also take unreported transport time (the virtual clock
+// moves by it) and a router whose own work takes none give router 0 and all the overhead to the
+// calls.
+TEST(RouterCoreTest, RouterTimeLeavesOutTheWorkersCalls) {
+  std::vector<StepStats> steps;
+  RouterOptions options;
+  options.pipeline = false;
+  options.step_observer = [&steps](const StepStats& s) { steps.push_back(s); };
+  Harness h("static:3", options);
+  h.verifier.compute_seconds = 0.005;
+  h.verifier.transport_seconds = 0.0002;
+  h.verifier.clock = &h.clock;
+  h.drafters[0]->seconds_per_level = 0.001;
+  h.drafters[0]->transport_seconds = 0.0003;
+  h.drafters[0]->clock = &h.clock;
+  ASSERT_TRUE(h.core->Init().ok());
+  ASSERT_TRUE(h.Submit(Prompt(3, 9), 40).ok());
+  h.RunUntilIdle();
+  int drafted_steps = 0;
+  for (const StepStats& s : steps) {
+    EXPECT_NEAR(s.router_seconds, 0.0, 1e-9);
+    const bool drafted = s.draft_seconds > 0;
+    drafted_steps += drafted ? 1 : 0;
+    EXPECT_NEAR(s.rpc_overhead_seconds, drafted ? 0.0005 : 0.0002, 1e-9);
+    EXPECT_NEAR(s.overhead_seconds, s.rpc_overhead_seconds + s.router_seconds, 1e-9);
+  }
+  EXPECT_GT(drafted_steps, 4);
+}
+
+// Delegates to static:3, and takes `seconds` of the router's (virtual) time to decide.
+class SlowPlanningPolicy : public SpeculationPolicy {
+ public:
+  SlowPlanningPolicy(VirtualClock* clock, double seconds)
+      : inner_(*MakePolicy("static:3", nlohmann::json::object())), clock_(clock), seconds_(seconds) {}
+  std::string Name() const override { return "slow-planning"; }
+  std::vector<int32_t> Decide(const PolicyInput& input) override { return inner_->Decide(input); }
+  std::vector<ProposalChoice> DecideProposals(const PolicyInput& input) override {
+    clock_->Advance(seconds_);
+    return inner_->DecideProposals(input);
+  }
+  void Observe(const StepOutcome& outcome) override { inner_->Observe(outcome); }
+  nlohmann::json Describe() const override { return inner_->Describe(); }
+
+ private:
+  std::unique_ptr<SpeculationPolicy> inner_;
+  VirtualClock* clock_;
+  double seconds_;
+};
+
+TEST(RouterCoreTest, RouterTimeCountsThePlanning) {
+  std::vector<StepStats> steps;
+  RouterOptions options;
+  options.pipeline = false;
+  options.step_observer = [&steps](const StepStats& s) { steps.push_back(s); };
+  VirtualClock clock;
+  FakeVerifier verifier;
+  verifier.compute_seconds = 0.005;
+  verifier.transport_seconds = 0.0002;
+  verifier.clock = &clock;
+  FakeDrafter drafter;
+  drafter.verifier = &verifier;
+  drafter.seconds_per_level = 0.001;
+  drafter.clock = &clock;
+  RouterCore core(options, &verifier, {{"d", &drafter}}, std::make_unique<SlowPlanningPolicy>(&clock, 0.0004),
+                  LatencyModel(), &clock);
+  ASSERT_TRUE(core.Init().ok());
+  GenerateRequest r;
+  r.prompt = Prompt(3, 9);
+  r.max_tokens = 30;
+  bool finished = false;
+  ASSERT_TRUE(core.Submit(r, [&finished](const StreamEvent& e) { finished = finished || e.finished; }).ok());
+  for (int i = 0; i < 200 && !finished; ++i) core.RunStep();
+  ASSERT_TRUE(finished);
+  ASSERT_GT(steps.size(), 4u);
+  for (const StepStats& s : steps) {
+    EXPECT_NEAR(s.router_seconds, 0.0004, 1e-9);
+    EXPECT_NEAR(s.schedule_seconds, 0.0004, 1e-9);
+    EXPECT_NEAR(s.overhead_seconds, 0.0004 + 0.0002, 1e-9);
+  }
+}
+
 TEST(RouterCoreTest, StepOverheadCountsTheSlowerOfVerifyAndTheDraftMadeAhead) {
   // Verify 5 ms beside a 7 ms draft made ahead, in a 7.1 ms step: 0.1 ms of overhead.
   EXPECT_NEAR(StepOverheadSeconds(0.0071, 0.0, 0.005, 0.007), 0.0001, 1e-12);
