@@ -82,7 +82,8 @@ class Backend {
   // The same for a row-wise concatenation of weights W = [W_0; W_1; ...] (fused projections
   // such as q, k and v, read as one stream): outs[i][t] = W_i x[t] (+ bias_i), where W_i is the
   // next outs[i]->cols rows of W and bias, when set, is concatenated the same way. The default
-  // runs one MatMul per part on row slices of W; a backend may override it to share one pass.
+  // runs one MatMul per part on row slices of W, for a backend that holds W row by row; one that
+  // does not (the CPU backend's Q8_0 groups of rows) overrides it, as may one that shares a pass.
   virtual void MatMulSplit(const Tensor& x, const Tensor& w, const Tensor* bias, absl::Span<Tensor* const> outs);
   // Rotates each head of x (n_tokens, n_heads * head_dim) by its token's position
   // (Llama's half-split rotation: pairs (i, i + head_dim/2)).

@@ -10,12 +10,18 @@
 #include "absl/strings/str_cat.h"
 #include "common/engine/backend.h"
 #include "common/engine/cpu/kernels.h"
+#include "common/engine/cpu/q8_groups.h"
 #include "common/engine/cpu/simd.h"
 
 namespace splitspec::engine {
 namespace {
 
 constexpr size_t kAlignment = 64;  // one cache line, and a full AVX-512 register
+
+// Bytes a tensor takes in host memory: Q8_0 matrices are held in whole groups of rows.
+size_t HeldBytes(const Tensor& tensor) {
+  return tensor.dtype == DType::kQ8_0 ? cpu::Q8GroupedBytes(tensor.rows, tensor.cols) : tensor.n_bytes();
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -31,7 +37,7 @@ class CpuBackend final : public Backend {
       return absl::InvalidArgumentError(absl::StrCat("Q8_0 rows hold whole blocks of ", kQ8BlockSize, " weights, not ", cols));
     }
     Tensor tensor{nullptr, dtype, rows, cols};
-    const size_t bytes = std::max<size_t>(tensor.n_bytes(), 1);
+    const size_t bytes = std::max<size_t>(HeldBytes(tensor), 1);
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     tensor.data = std::aligned_alloc(kAlignment, rounded);
     if (tensor.data == nullptr) {
@@ -46,7 +52,14 @@ class CpuBackend final : public Backend {
     tensor.data = nullptr;
   }
 
-  void Upload(const void* host, Tensor& tensor) override { std::memcpy(tensor.data, host, tensor.n_bytes()); }
+  // Q8_0 matrices come in the file's row layout and are held in groups of rows (q8_groups.h).
+  void Upload(const void* host, Tensor& tensor) override {
+    if (tensor.dtype == DType::kQ8_0) {
+      cpu::PackQ8Groups(static_cast<const uint8_t*>(host), tensor.rows, tensor.cols, static_cast<uint8_t*>(tensor.data));
+      return;
+    }
+    std::memcpy(tensor.data, host, tensor.n_bytes());
+  }
 
   void DownloadRows(const Tensor& tensor, int64_t first_row, int64_t n_rows, float* host) override {
     std::memcpy(host, tensor.row(first_row), static_cast<size_t>(n_rows * tensor.cols) * sizeof(float));
@@ -55,10 +68,15 @@ class CpuBackend final : public Backend {
   void Embed(const Tensor& table, absl::Span<const int32_t> tokens, Tensor& out) override {
     const int64_t dim = table.cols;
     const size_t row_bytes = DTypeRowBytes(table.dtype, dim);
+    const auto* data = static_cast<const uint8_t*>(table.data);
     for (size_t t = 0; t < tokens.size(); ++t) {
-      const uint8_t* src = static_cast<const uint8_t*>(table.data) + tokens[t] * row_bytes;
       float* dst = out.row(static_cast<int64_t>(t));
-      for (int64_t i = 0; i < dim; ++i) dst[i] = cpu::LoadScalar(src, i, dim, table.dtype);
+      if (table.dtype == DType::kQ8_0) {
+        for (int64_t i = 0; i < dim; ++i) dst[i] = cpu::Q8GroupedWeight(data, dim, tokens[t], i);
+        continue;
+      }
+      const uint8_t* src = data + tokens[t] * row_bytes;
+      for (int64_t i = 0; i < dim; ++i) dst[i] = cpu::LoadScalar(src, i, table.dtype);
     }
   }
 

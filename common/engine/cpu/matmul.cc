@@ -153,7 +153,7 @@ void Dispatch(const Tensor& w, absl::Span<const OutputPart> parts, const std::ve
     case DType::kF16: return MatMulTyped<F16Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
     case DType::kBF16: return MatMulTyped<BF16Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
     case DType::kQ8_0:
-      return MatMulQ8(static_cast<const uint8_t*>(w.data), row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
+      return MatMulQ8(static_cast<const uint8_t*>(w.data), w.rows, w.cols, parts, x_rows, bias_data);
   }
 }
 

@@ -163,8 +163,9 @@ void ForEachRowBlock(absl::Span<const OutputPart> parts, bool parallel, BlockFn&
   }
 }
 
-// out = x W^T (+ bias) for a Q8_0 W (dtype.h) of n_rows x n_in, over tokens x_rows.
-void MatMulQ8(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, absl::Span<const OutputPart> parts,
+// out = x W^T (+ bias) for a Q8_0 W (dtype.h) of n_rows x n_in in groups (q8_groups.h), over
+// tokens x_rows.
+void MatMulQ8(const uint8_t* w, int64_t n_rows, int64_t n_in, absl::Span<const OutputPart> parts,
               const std::vector<const float*>& x_rows, const float* bias);
 
 }  // namespace splitspec::engine::cpu

@@ -138,19 +138,14 @@ struct BF16Weights {
   static VecF Load(const uint8_t* row, int64_t k) { return LoadBF16(reinterpret_cast<const uint16_t*>(row) + k); }
   static float Scalar(const uint8_t* row, int64_t k) { return BF16ToF32(reinterpret_cast<const uint16_t*>(row)[k]); }
 };
-// Element i of a weight row of `cols` elements in any dtype (Q8_0 rows, dtype.h, are
-// multiplied by cpu/matmul_q8.cc; embedding lookups read them element by element here).
-inline float LoadScalar(const void* row, int64_t i, int64_t cols, DType dtype) {
+// Element i of a weight row in F32, F16 or BF16, for embedding lookups.
+inline float LoadScalar(const void* row, int64_t i, DType dtype) {
   const auto* bytes = static_cast<const uint8_t*>(row);
   switch (dtype) {
     case DType::kF32: return F32Weights::Scalar(bytes, i);
     case DType::kF16: return F16Weights::Scalar(bytes, i);
     case DType::kBF16: return BF16Weights::Scalar(bytes, i);
-    case DType::kQ8_0: {
-      uint16_t h;
-      std::memcpy(&h, Q8RowScales(bytes) + 2 * (i / kQ8BlockSize), sizeof h);
-      return static_cast<float>(Q8RowValues(bytes, cols)[i]) * HalfToF32(h);
-    }
+    case DType::kQ8_0: break;  // held in groups of rows, not rows: Q8GroupedWeight (q8_groups.h)
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -109,13 +110,37 @@ double Int8Reference(const std::vector<uint8_t>& q8, int64_t row, int64_t n_in, 
   return total;
 }
 
-// The Q8_0 product equals the exact int8 arithmetic up to float rounding, stays within the
+// The kernels' arithmetic in the order matmul_q8.cc states it: exact integer block sums, each
+// scaled by the product of the two block scales and fused-multiply-added into the output, blocks
+// in order, then the bias. Every kernel (AVX-512 VNNI, AVX2, portable) gives exactly these bits.
+float KernelArithmetic(const std::vector<uint8_t>& q8, int64_t row, int64_t n_in, const float* x, float bias) {
+  const uint8_t* w_row = q8.data() + row * DTypeRowBytes(DType::kQ8_0, n_in);
+  float out = 0;
+  for (int64_t b = 0; b < n_in / kQ8BlockSize; ++b) {
+    const float amax = BlockAbsMax(x, b);
+    const float inverse = amax == 0.0f ? 0.0f : 127.0f / amax;
+    int32_t sum = 0;
+    for (int i = 0; i < kQ8BlockSize; ++i) {
+      const int64_t k = b * kQ8BlockSize + i;
+      sum += static_cast<int32_t>(std::nearbyint(x[k] * inverse)) * Q8RowValues(w_row, n_in)[k];
+    }
+    uint16_t half;
+    std::memcpy(&half, Q8RowScales(w_row) + 2 * b, sizeof half);
+    const float scale = F16ToF32(half) * (amax / 127.0f);
+    out = std::fma(static_cast<float>(sum), scale, out);
+  }
+  return out + bias;
+}
+
+// The Q8_0 product is the kernels' stated arithmetic bit for bit, equals the exact int8
+// arithmetic up to float rounding, stays within the
 // activation rounding of the F32 product on the dequantized weights, and gives the same bits for
 // every token alone and batched, with fused parts as with one matrix.
 TEST(QuantizedMatMulTest, ComputesTheInt8ArithmeticOfEachTokenWhateverTheBatch) {
   std::unique_ptr<Backend> backend = CreateCpuBackend();
   for (const auto& [n_out, n_in, n_tokens] : {std::tuple{67, 96, 7}, std::tuple{5, 32, 16}, std::tuple{128, 192, 9},
-                                              std::tuple{3, 64, 1}, std::tuple{9, 1056, 4}}) {
+                                              std::tuple{3, 64, 1}, std::tuple{9, 1056, 4},
+                                              std::tuple{48, 64, 11}, std::tuple{33, 96, 2}}) {
     SCOPED_TRACE(::testing::Message() << n_out << "x" << n_in << ", " << n_tokens << " tokens");
     const std::vector<float> w_values = Gaussian(static_cast<size_t>(n_out * n_in), n_in, 0.05f);
     const std::vector<uint8_t> q8 = *QuantizeQ8(w_values, n_out, n_in);
@@ -141,6 +166,7 @@ TEST(QuantizedMatMulTest, ComputesTheInt8ArithmeticOfEachTokenWhateverTheBatch) 
         double bound = 0;
         const double expected = Int8Reference(q8, r, n_in, x_row, &bound) + b[r];
         ASSERT_NEAR(out_q.row(t)[r], expected, bound) << "token " << t << " row " << r;
+        ASSERT_EQ(out_q.row(t)[r], KernelArithmetic(q8, r, n_in, x_row, b[r])) << "token " << t << " row " << r;
         // Rounding a token's value moves it by at most half its block's step, d / 2.
         double activation_bound = 1e-5;
         for (int64_t blk = 0; blk < n_in / kQ8BlockSize; ++blk) {
@@ -163,25 +189,24 @@ TEST(QuantizedMatMulTest, ComputesTheInt8ArithmeticOfEachTokenWhateverTheBatch) 
     }
     omp_set_num_threads(saved_threads);
 
-    // Fused parts (the default row-slicing MatMulSplit and the CPU override) against the whole.
+    // Fused parts against the whole: parts of 3 rows, up to 17 and the rest, so that groups of
+    // 16 rows (q8_groups.h) straddle them.
     if (n_out > 4) {
-      Tensor a = *backend->Allocate(DType::kF32, n_tokens, 3);
-      Tensor rest = *backend->Allocate(DType::kF32, n_tokens, n_out - 3);
-      std::vector<Tensor*> parts = {&a, &rest};
-      for (const bool fallback : {false, true}) {
-        if (fallback) {
-          backend->Backend::MatMulSplit(x, wq, &bias, parts);
-        } else {
-          backend->MatMulSplit(x, wq, &bias, parts);
-        }
+      const int64_t middle = std::min<int64_t>(17, n_out - 4);
+      const std::vector<int64_t> widths = {3, middle, n_out - 3 - middle};
+      std::vector<Tensor> outs;
+      for (int64_t width : widths) outs.push_back(*backend->Allocate(DType::kF32, n_tokens, width));
+      std::vector<Tensor*> parts;
+      for (Tensor& out : outs) parts.push_back(&out);
+      backend->MatMulSplit(x, wq, &bias, parts);
+      int64_t first = 0;
+      for (size_t p = 0; p < outs.size(); ++p) {
         for (int t = 0; t < n_tokens; ++t) {
-          EXPECT_EQ(std::memcmp(a.row(t), out_q.row(t), 3 * sizeof(float)), 0) << "fallback " << fallback;
-          EXPECT_EQ(std::memcmp(rest.row(t), out_q.row(t) + 3, (n_out - 3) * sizeof(float)), 0)
-              << "fallback " << fallback;
+          EXPECT_EQ(std::memcmp(outs[p].row(t), out_q.row(t) + first, widths[p] * sizeof(float)), 0) << "part " << p;
         }
+        first += widths[p];
+        backend->Free(outs[p]);
       }
-      backend->Free(a);
-      backend->Free(rest);
     }
     for (Tensor* t : {&wq, &wf, &bias, &x, &out_q, &out_f, &single}) backend->Free(*t);
   }

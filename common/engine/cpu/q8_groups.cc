@@ -1,0 +1,42 @@
+#include "common/engine/cpu/q8_groups.h"
+
+#include <cstring>
+
+#include "common/engine/cpu/simd.h"
+
+namespace splitspec::engine::cpu {
+
+void PackQ8Groups(const uint8_t* row_major, int64_t rows, int64_t cols, uint8_t* grouped) {
+  const int64_t n_blocks = cols / kQ8BlockSize;
+  const size_t row_bytes = DTypeRowBytes(DType::kQ8_0, cols);
+  for (int64_t g = 0; g < Q8GroupCount(rows); ++g) {
+    uint8_t* group = grouped + g * Q8GroupBytes(cols);
+    auto* scales = reinterpret_cast<uint16_t*>(group);
+    uint8_t* values = const_cast<uint8_t*>(Q8GroupValues(group, cols));
+    for (int lane = 0; lane < kQ8GroupRows; ++lane) {
+      const int64_t row = g * kQ8GroupRows + lane;
+      const uint8_t* src = row < rows ? row_major + row * row_bytes : nullptr;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        uint16_t scale = 0;
+        if (src != nullptr) std::memcpy(&scale, Q8RowScales(src) + 2 * b, sizeof scale);
+        scales[b * kQ8GroupRows + lane] = scale;
+        for (int i = 0; i < kQ8BlockSize; ++i) {
+          const int8_t value = src != nullptr ? Q8RowValues(src, cols)[b * kQ8BlockSize + i] : 0;
+          const int64_t quad = b * kQ8BlockQuads + i / kQ8Quad;
+          values[quad * kQ8QuadBytes + lane * kQ8Quad + i % kQ8Quad] = static_cast<uint8_t>(value + kQ8ValueOffset);
+        }
+      }
+    }
+  }
+}
+
+float Q8GroupedWeight(const uint8_t* grouped, int64_t cols, int64_t row, int64_t i) {
+  const uint8_t* group = grouped + (row / kQ8GroupRows) * Q8GroupBytes(cols);
+  const int64_t lane = row % kQ8GroupRows, block = i / kQ8BlockSize, within = i % kQ8BlockSize;
+  const int64_t quad = block * kQ8BlockQuads + within / kQ8Quad;
+  const uint8_t stored = Q8GroupValues(group, cols)[quad * kQ8QuadBytes + lane * kQ8Quad + within % kQ8Quad];
+  const float scale = HalfToF32(Q8GroupScales(group)[block * kQ8GroupRows + lane]);
+  return static_cast<float>(int{stored} - kQ8ValueOffset) * scale;
+}
+
+}  // namespace splitspec::engine::cpu

@@ -1,0 +1,56 @@
+// How the CPU backend holds a Q8_0 matrix (dtype.h) in memory: its rows interleaved in groups of
+// 16, so that one 64-byte load brings 4 consecutive weights of 16 rows.
+//
+// Why: a VNNI instruction multiplies 64 byte pairs and sums each group of 4 into one of 16
+// int32 lanes. With a row's weights along the register (the file's layout), the 16 lanes are
+// 16 parts of one row's sum, and every lane of every step needs its own conversion to f32 and
+// its own multiply by the two block scales. With one row per lane, the 4 activations broadcast
+// to all lanes, a block's 8 steps accumulate exactly in int32, and the conversion and scaling
+// happen once per block for 16 rows: a sixth of the vector instructions, so multi-token forwards
+// stop being bound by arithmetic (matmul_q8.cc).
+//
+// Group g holds rows 16g .. 16g + 15 (the last group padded with zero rows) in the bytes of 16
+// file rows, 34 bytes per 32 weights as in the file:
+//   scales: for each block b, the 16 rows' IEEE-half scales (32 bytes per block);
+//   values: for each block b and quad q (weights 4q .. 4q + 3 of the block), the 16 rows' 4
+//           int8 values, each stored plus 128 as an unsigned byte (64 bytes per quad).
+// The values start 64-byte aligned when the number of blocks per row is even.
+#ifndef SPLITSPEC_COMMON_ENGINE_CPU_Q8_GROUPS_H_
+#define SPLITSPEC_COMMON_ENGINE_CPU_Q8_GROUPS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/engine/dtype.h"
+
+namespace splitspec::engine::cpu {
+
+constexpr int kQ8GroupRows = 16;  // rows per group: the int32 lanes of an AVX-512 register
+constexpr int kQ8Quad = 4;        // consecutive weights of a row stored together
+constexpr int kQ8BlockQuads = kQ8BlockSize / kQ8Quad;
+constexpr int kQ8QuadBytes = kQ8GroupRows * kQ8Quad;  // one quad of a block for the whole group
+constexpr int kQ8ValueOffset = 128;                   // stored byte = value + 128
+
+inline int64_t Q8GroupCount(int64_t rows) { return (rows + kQ8GroupRows - 1) / kQ8GroupRows; }
+inline size_t Q8GroupBytes(int64_t cols) { return kQ8GroupRows * DTypeRowBytes(DType::kQ8_0, cols); }
+// Bytes of a whole matrix of `rows` x `cols` in groups (padding included).
+inline size_t Q8GroupedBytes(int64_t rows, int64_t cols) {
+  return static_cast<size_t>(Q8GroupCount(rows)) * Q8GroupBytes(cols);
+}
+
+// Group g's block scales (n_blocks x 16 halves) and values (n_blocks x 8 quads x 64 bytes).
+inline const uint16_t* Q8GroupScales(const uint8_t* group) { return reinterpret_cast<const uint16_t*>(group); }
+inline const uint8_t* Q8GroupValues(const uint8_t* group, int64_t cols) {
+  return group + (cols / kQ8BlockSize) * kQ8GroupRows * 2;
+}
+
+// Rearranges a Q8_0 matrix in the file's row layout into groups (`grouped` holds
+// Q8GroupedBytes(rows, cols) bytes; padding rows get scale 0 and value 0).
+void PackQ8Groups(const uint8_t* row_major, int64_t rows, int64_t cols, uint8_t* grouped);
+
+// Weight i of row `row` of a grouped matrix, dequantized (value x scale), for embedding lookups.
+float Q8GroupedWeight(const uint8_t* grouped, int64_t cols, int64_t row, int64_t i);
+
+}  // namespace splitspec::engine::cpu
+
+#endif  // SPLITSPEC_COMMON_ENGINE_CPU_Q8_GROUPS_H_
