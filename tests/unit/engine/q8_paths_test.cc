@@ -1,0 +1,106 @@
+// The int8 matmul's AVX2 and portable paths, built into their own test binaries with those
+// instruction sets (tests/unit/engine/CMakeLists.txt; engine_test covers the build's own path):
+// each computes exactly the arithmetic matmul_q8.cc states, so every path gives the same bits.
+// Self-contained (the kernel's two sources and this file), so the binary holds one MatMulQ8.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "common/engine/cpu/matmul_parts.h"
+#include "common/engine/cpu/q8_groups.h"
+#include "common/engine/dtype.h"
+
+namespace splitspec::engine::cpu {
+namespace {
+
+bool CpuRunsThisBuild() {
+#if defined(__AVX2__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+  return true;
+#endif
+}
+
+// A Q8_0 matrix in the file's row layout with random scales and values in [-127, 127].
+std::vector<uint8_t> RandomQ8(int64_t rows, int64_t cols, std::mt19937& rng) {
+  const size_t row_bytes = DTypeRowBytes(DType::kQ8_0, cols);
+  std::vector<uint8_t> q8(static_cast<size_t>(rows) * row_bytes);
+  std::uniform_int_distribution<int> value(-127, 127);
+  std::uniform_real_distribution<float> scale(1e-4f, 0.1f);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = q8.data() + r * row_bytes;
+    auto* values = const_cast<int8_t*>(Q8RowValues(row, cols));
+    for (int64_t b = 0; b < cols / kQ8BlockSize; ++b) {
+      const uint16_t half = F32ToF16(scale(rng));
+      std::memcpy(row + 2 * b, &half, sizeof half);
+    }
+    for (int64_t k = 0; k < cols; ++k) values[k] = static_cast<int8_t>(value(rng));
+  }
+  return q8;
+}
+
+// matmul_q8.cc's arithmetic written out: exact block sums of the rounded activations times the
+// weights, fma'd block by block with the product of the two scales, then the bias.
+float Expected(const uint8_t* w_row, int64_t n_in, const float* x, float bias) {
+  float out = 0;
+  for (int64_t b = 0; b < n_in / kQ8BlockSize; ++b) {
+    float amax = 0;
+    for (int i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(x[b * kQ8BlockSize + i]));
+    const float inverse = amax == 0.0f ? 0.0f : 127.0f / amax;
+    int32_t sum = 0;
+    for (int i = 0; i < kQ8BlockSize; ++i) {
+      const int64_t k = b * kQ8BlockSize + i;
+      sum += static_cast<int32_t>(std::nearbyint(x[k] * inverse)) * Q8RowValues(w_row, n_in)[k];
+    }
+    uint16_t half;
+    std::memcpy(&half, w_row + 2 * b, sizeof half);
+    out = std::fma(static_cast<float>(sum), F16ToF32(half) * (amax / 127.0f), out);
+  }
+  return out + bias;
+}
+
+TEST(Q8PathTest, ComputesTheStatedArithmeticBitForBit) {
+  if (!CpuRunsThisBuild()) GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const auto& [n_out, n_in, n_tokens] : {std::tuple{67, 96, 7}, std::tuple{48, 64, 11}, std::tuple{33, 1056, 2},
+                                              std::tuple{5, 32, 1}, std::tuple{16, 128, 9}}) {
+    SCOPED_TRACE(::testing::Message() << n_out << "x" << n_in << ", " << n_tokens << " tokens");
+    const std::vector<uint8_t> q8 = RandomQ8(n_out, n_in, rng);
+    std::vector<uint8_t> grouped(Q8GroupedBytes(n_out, n_in));
+    PackQ8Groups(q8.data(), n_out, n_in, grouped.data());
+    std::vector<float> x(static_cast<size_t>(n_tokens * n_in)), bias(static_cast<size_t>(n_out));
+    for (float& v : x) v = normal(rng);
+    for (float& v : bias) v = normal(rng);
+    std::fill(x.begin(), x.begin() + kQ8BlockSize, 0.0f);  // an all-zero block: scale 0
+    std::vector<const float*> rows;
+    for (int64_t t = 0; t < n_tokens; ++t) rows.push_back(x.data() + t * n_in);
+    std::vector<float> out(static_cast<size_t>(n_tokens * n_out));
+    const OutputPart whole{out.data(), 0, n_out};
+    MatMulQ8(grouped.data(), n_out, n_in, {&whole, 1}, rows, bias.data());
+    const size_t row_bytes = DTypeRowBytes(DType::kQ8_0, n_in);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t r = 0; r < n_out; ++r) {
+        ASSERT_EQ(out[t * n_out + r], Expected(q8.data() + r * row_bytes, n_in, rows[t], bias[r]))
+            << "token " << t << " row " << r;
+      }
+    }
+    // And each weight reads back from the groups as value x scale.
+    for (int64_t r = 0; r < n_out; ++r) {
+      const uint8_t* w_row = q8.data() + r * row_bytes;
+      for (int64_t k = 0; k < n_in; ++k) {
+        uint16_t half;
+        std::memcpy(&half, w_row + 2 * (k / kQ8BlockSize), sizeof half);
+        ASSERT_EQ(Q8GroupedWeight(grouped.data(), n_in, r, k), Q8RowValues(w_row, n_in)[k] * F16ToF32(half));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace splitspec::engine::cpu
