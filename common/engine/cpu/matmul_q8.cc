@@ -44,6 +44,61 @@ constexpr int kTokenBlock = 3;  // 12 accumulators of 16 registers (two halves o
 constexpr int kTokenBlock = 4;
 #endif
 
+// One block of 32 activations to int8: scale d = max|x| / 127, values round-half-even(x * 127 /
+// max|x|), and -128 x their sum (see QuantizedTokens). A block holding an inf or NaN gets a NaN
+// scale, values 0 and offset 0, so its products are NaN, as the F32 kernels would give (rounding
+// a NaN to int8 would be undefined).
+#if defined(SPLITSPEC_Q8_AVX512_VNNI)
+// The same as the portable version below, 32 lanes at once: max is exact in any order, the
+// multiply is the same f32 multiply, and the conversion rounds half to even, as nearbyint does
+// in the default rounding mode, which nothing here changes.
+inline void QuantizeBlock(const float* x, int8_t* q, float* scale, int32_t* offset) {
+  const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+  const __m512 abs0 = _mm512_abs_ps(x0), abs1 = _mm512_abs_ps(x1);
+  const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  // Not below inf: an inf, or a NaN (unordered).
+  if ((_mm512_cmp_ps_mask(abs0, inf, _CMP_NLT_UQ) | _mm512_cmp_ps_mask(abs1, inf, _CMP_NLT_UQ)) != 0) {
+    std::memset(q, 0, kQ8BlockSize);
+    *scale = std::numeric_limits<float>::quiet_NaN();
+    *offset = 0;
+    return;
+  }
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(abs0, abs1));
+  *scale = amax / 127.0f;
+  const __m512 inverse = _mm512_set1_ps(amax == 0.0f ? 0.0f : 127.0f / amax);
+  const __m512i low = _mm512_set1_epi32(-127), high = _mm512_set1_epi32(127);
+  const __m512i q0 = _mm512_max_epi32(low, _mm512_min_epi32(high, _mm512_cvtps_epi32(_mm512_mul_ps(x0, inverse))));
+  const __m512i q1 = _mm512_max_epi32(low, _mm512_min_epi32(high, _mm512_cvtps_epi32(_mm512_mul_ps(x1, inverse))));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtepi32_epi8(q0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtepi32_epi8(q1));
+  *offset = -kQ8ValueOffset * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+}
+#else
+inline void QuantizeBlock(const float* x, int8_t* q, float* scale, int32_t* offset) {
+  float amax = 0;
+  bool finite = true;
+  for (int i = 0; i < kQ8BlockSize; ++i) {
+    amax = std::max(amax, std::fabs(x[i]));
+    finite = finite && std::isfinite(x[i]);  // std::max would drop a NaN
+  }
+  if (!finite) {
+    std::memset(q, 0, kQ8BlockSize);
+    *scale = std::numeric_limits<float>::quiet_NaN();
+    *offset = 0;
+    return;
+  }
+  *scale = amax / 127.0f;
+  const float inverse = amax == 0.0f ? 0.0f : 127.0f / amax;
+  int32_t sum = 0;
+  for (int i = 0; i < kQ8BlockSize; ++i) {
+    // |x| * 127 / amax <= 127 up to rounding, which nearbyint cannot carry past 127.
+    q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inverse), -127.0f, 127.0f));
+    sum += q[i];
+  }
+  *offset = -kQ8ValueOffset * sum;
+}
+#endif
+
 // Activations of up to kTokenTile tokens in the kernels' form: int8 values, and per block the
 // scale and -128 x the sum of the block's values (what the VNNI path's unsigned weights add,
 // negated: its block sums start from it).
@@ -52,9 +107,10 @@ class QuantizedTokens {
   void Quantize(const std::vector<const float*>& x_rows, int64_t t0, int64_t t1, int64_t n_in) {
     n_in_ = n_in;
     const int64_t n = t1 - t0, n_blocks = n_in / kQ8BlockSize;
-    values_.assign(static_cast<size_t>(n * n_in), 0);
-    scales_.assign(static_cast<size_t>(n * n_blocks), 0.0f);
-    offsets_.assign(static_cast<size_t>(n * n_blocks), 0);
+    // Every element is written by QuantizeBlock: resize, not assign.
+    values_.resize(static_cast<size_t>(n * n_in));
+    scales_.resize(static_cast<size_t>(n * n_blocks));
+    offsets_.resize(static_cast<size_t>(n * n_blocks));
     for (int64_t t = 0; t < n; ++t) QuantizeRow(x_rows[t0 + t], t);
   }
   const int8_t* values(int64_t t) const { return values_.data() + t * n_in_; }
@@ -62,34 +118,12 @@ class QuantizedTokens {
   const int32_t* offsets(int64_t t) const { return offsets_.data() + t * (n_in_ / kQ8BlockSize); }
 
  private:
-  // Quantizes block by block: scale d = max|x| / 127, values round-half-even(x * 127 / max|x|).
-  // A block holding an inf or NaN gets a NaN scale, and its products NaN, as the F32 kernels
-  // would give (rounding a NaN to int8 would be undefined).
+  // Quantizes block by block (QuantizeBlock).
   void QuantizeRow(const float* x, int64_t t) {
-    int8_t* q = values_.data() + t * n_in_;
-    for (int64_t b = 0; b < n_in_ / kQ8BlockSize; ++b) {
-      const float* xb = x + b * kQ8BlockSize;
-      int8_t* qb = q + b * kQ8BlockSize;
-      float& scale = scales_[static_cast<size_t>(t * (n_in_ / kQ8BlockSize) + b)];
-      float amax = 0;
-      bool finite = true;
-      for (int i = 0; i < kQ8BlockSize; ++i) {
-        amax = std::max(amax, std::fabs(xb[i]));
-        finite = finite && std::isfinite(xb[i]);  // std::max would drop a NaN
-      }
-      if (!finite) {
-        scale = std::numeric_limits<float>::quiet_NaN();
-        continue;  // values and offset stay 0
-      }
-      scale = amax / 127.0f;
-      const float inverse = amax == 0.0f ? 0.0f : 127.0f / amax;
-      int32_t sum = 0;
-      for (int i = 0; i < kQ8BlockSize; ++i) {
-        // |x| * 127 / amax <= 127 up to rounding, which nearbyint cannot carry past 127.
-        qb[i] = static_cast<int8_t>(std::clamp(std::nearbyint(xb[i] * inverse), -127.0f, 127.0f));
-        sum += qb[i];
-      }
-      offsets_[static_cast<size_t>(t * (n_in_ / kQ8BlockSize) + b)] = -kQ8ValueOffset * sum;
+    const int64_t n_blocks = n_in_ / kQ8BlockSize;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const size_t at = static_cast<size_t>(t * n_blocks + b);
+      QuantizeBlock(x + b * kQ8BlockSize, values_.data() + t * n_in_ + b * kQ8BlockSize, &scales_[at], &offsets_[at]);
     }
   }
 
