@@ -1,6 +1,7 @@
 // The int8 matmul's AVX2 and portable paths, built into their own test binaries with those
 // instruction sets (tests/unit/engine/CMakeLists.txt; engine_test covers the build's own path):
-// each computes exactly the arithmetic matmul_q8.cc states, so every path gives the same bits.
+// each computes exactly the arithmetic matmul_q8.cc states (q8_arithmetic.h), so every path
+// gives the same bits.
 // Self-contained (the kernel's two sources and this file), so the binary holds one MatMulQ8.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include "common/engine/cpu/matmul_parts.h"
 #include "common/engine/cpu/q8_groups.h"
 #include "common/engine/dtype.h"
+#include "tests/unit/engine/q8_arithmetic.h"
 
 namespace splitspec::engine::cpu {
 namespace {
@@ -44,26 +46,6 @@ std::vector<uint8_t> RandomQ8(int64_t rows, int64_t cols, std::mt19937& rng) {
   return q8;
 }
 
-// matmul_q8.cc's arithmetic written out: exact block sums of the rounded activations times the
-// weights, fma'd block by block with the product of the two scales, then the bias.
-float Expected(const uint8_t* w_row, int64_t n_in, const float* x, float bias) {
-  float out = 0;
-  for (int64_t b = 0; b < n_in / kQ8BlockSize; ++b) {
-    float amax = 0;
-    for (int i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(x[b * kQ8BlockSize + i]));
-    const float inverse = amax == 0.0f ? 0.0f : 127.0f / amax;
-    int32_t sum = 0;
-    for (int i = 0; i < kQ8BlockSize; ++i) {
-      const int64_t k = b * kQ8BlockSize + i;
-      sum += static_cast<int32_t>(std::nearbyint(x[k] * inverse)) * Q8RowValues(w_row, n_in)[k];
-    }
-    uint16_t half;
-    std::memcpy(&half, w_row + 2 * b, sizeof half);
-    out = std::fma(static_cast<float>(sum), F16ToF32(half) * (amax / 127.0f), out);
-  }
-  return out + bias;
-}
-
 TEST(Q8PathTest, ComputesTheStatedArithmeticBitForBit) {
   if (!CpuRunsThisBuild()) GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
   std::mt19937 rng(7);
@@ -86,7 +68,7 @@ TEST(Q8PathTest, ComputesTheStatedArithmeticBitForBit) {
     const size_t row_bytes = DTypeRowBytes(DType::kQ8_0, n_in);
     for (int64_t t = 0; t < n_tokens; ++t) {
       for (int64_t r = 0; r < n_out; ++r) {
-        ASSERT_EQ(out[t * n_out + r], Expected(q8.data() + r * row_bytes, n_in, rows[t], bias[r]))
+        ASSERT_EQ(out[t * n_out + r], Q8KernelArithmetic(q8.data() + r * row_bytes, n_in, rows[t], bias[r]))
             << "token " << t << " row " << r;
       }
     }

@@ -15,6 +15,7 @@
 #include "common/engine/backend.h"
 #include "common/engine/model/quantize.h"
 #include "tests/support/scoped_temp_dir.h"
+#include "tests/unit/engine/q8_arithmetic.h"
 #include "tests/unit/engine/test_model.h"
 
 namespace splitspec::engine {
@@ -110,29 +111,7 @@ double Int8Reference(const std::vector<uint8_t>& q8, int64_t row, int64_t n_in, 
   return total;
 }
 
-// The kernels' arithmetic in the order matmul_q8.cc states it: exact integer block sums, each
-// scaled by the product of the two block scales and fused-multiply-added into the output, blocks
-// in order, then the bias. Every kernel (AVX-512 VNNI, AVX2, portable) gives exactly these bits.
-float KernelArithmetic(const std::vector<uint8_t>& q8, int64_t row, int64_t n_in, const float* x, float bias) {
-  const uint8_t* w_row = q8.data() + row * DTypeRowBytes(DType::kQ8_0, n_in);
-  float out = 0;
-  for (int64_t b = 0; b < n_in / kQ8BlockSize; ++b) {
-    const float amax = BlockAbsMax(x, b);
-    const float inverse = amax == 0.0f ? 0.0f : 127.0f / amax;
-    int32_t sum = 0;
-    for (int i = 0; i < kQ8BlockSize; ++i) {
-      const int64_t k = b * kQ8BlockSize + i;
-      sum += static_cast<int32_t>(std::nearbyint(x[k] * inverse)) * Q8RowValues(w_row, n_in)[k];
-    }
-    uint16_t half;
-    std::memcpy(&half, Q8RowScales(w_row) + 2 * b, sizeof half);
-    const float scale = F16ToF32(half) * (amax / 127.0f);
-    out = std::fma(static_cast<float>(sum), scale, out);
-  }
-  return out + bias;
-}
-
-// The Q8_0 product is the kernels' stated arithmetic bit for bit, equals the exact int8
+// The Q8_0 product is the kernels' stated arithmetic bit for bit (q8_arithmetic.h), equals the exact int8
 // arithmetic up to float rounding, stays within the
 // activation rounding of the F32 product on the dequantized weights, and gives the same bits for
 // every token alone and batched, with fused parts as with one matrix.
@@ -166,7 +145,8 @@ TEST(QuantizedMatMulTest, ComputesTheInt8ArithmeticOfEachTokenWhateverTheBatch) 
         double bound = 0;
         const double expected = Int8Reference(q8, r, n_in, x_row, &bound) + b[r];
         ASSERT_NEAR(out_q.row(t)[r], expected, bound) << "token " << t << " row " << r;
-        ASSERT_EQ(out_q.row(t)[r], KernelArithmetic(q8, r, n_in, x_row, b[r])) << "token " << t << " row " << r;
+        const uint8_t* w_row = q8.data() + r * DTypeRowBytes(DType::kQ8_0, n_in);
+        ASSERT_EQ(out_q.row(t)[r], Q8KernelArithmetic(w_row, n_in, x_row, b[r])) << "token " << t << " row " << r;
         // Rounding a token's value moves it by at most half its block's step, d / 2.
         double activation_bound = 1e-5;
         for (int64_t blk = 0; blk < n_in / kQ8BlockSize; ++blk) {
