@@ -6,8 +6,8 @@
 // 16 parts of one row's sum, and every lane of every step needs its own conversion to f32 and
 // its own multiply by the two block scales. With one row per lane, the 4 activations broadcast
 // to all lanes, a block's 8 steps accumulate exactly in int32, and the conversion and scaling
-// happen once per block for 16 rows: a sixth of the vector instructions, so multi-token forwards
-// stop being bound by arithmetic (matmul_q8.cc).
+// happen once per block for 16 rows: about a third of the vector arithmetic, so multi-token
+// forwards stop being bound by it (matmul_q8.cc).
 //
 // Group g holds rows 16g .. 16g + 15 (the last group padded with zero rows) in the bytes of 16
 // file rows, 34 bytes per 32 weights as in the file:
