@@ -6,11 +6,20 @@
 # running the other targets. Copy a crash input to tests/fuzz/corpus/<target>/crash-<what> so
 # that the fuzz/<target> test replays it in every build.
 #
-#   scripts/fuzz.sh [SECONDS per target (default 60)] [TARGET ...]   (default: every target)
+#   scripts/fuzz.sh [--with-tests] [SECONDS per target (default 60)] [TARGET ...]   (default: every target)
+#
+# --with-tests first builds the CPU core's unit tests (engine, tokenizer, model files, sampling,
+# speculative core) and the corpus replays in the same sanitized build and runs them with ctest:
+# one sanitizer build serves both (scripts/test.sh). SECONDS 0 builds (and tests) without fuzzing.
 #
 # Prints one line per target: seconds, executions, corpus size, coverage, result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+with_tests=0
+if [ "${1:-}" = --with-tests ]; then
+  with_tests=1
+  shift
+fi
 seconds=${1:-60}
 shift || true
 cxx=$(command -v clang++-14 || command -v clang++ || true)
@@ -22,14 +31,24 @@ all_targets=(safetensors_header model_config tokenizer_model tokenizer_text toke
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 
-echo "== building fuzz targets with $cxx (build-fuzz/)"
+echo "== configuring the sanitized build with $cxx (build-fuzz/)"
 # -O1 with line tables only: what libFuzzer suggests, and it compiles faster than -O2 -g.
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_C_FLAGS_FUZZ="-O1 -gline-tables-only" \
   -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
   -DSPLITSPEC_FUZZ=ON -DSPLITSPEC_SANITIZE=address,undefined -DSPLITSPEC_WERROR=OFF -DSPLITSPEC_CUDA=OFF \
+  -DSPLITSPEC_CUDA_EMULATION=OFF \
   "-DSPLITSPEC_COMPONENTS=common/engine;common/spec;common/metrics;common/rpc;proto;router;tests" \
-  "-DSPLITSPEC_TEST_FILTER=^fuzz$" \
+  "-DSPLITSPEC_TEST_FILTER=^(unit/(engine|tokenizer|model_io|sampling|spec)|fuzz)$" \
   > build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log; exit 1; }
+# What LeakSanitizer must not report (clang's OpenMP runtime): tests/fuzz/lsan.supp.
+export LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+if ((with_tests)); then
+  cmake --build build-fuzz -j "$(nproc)"
+  echo "== running the CPU core's unit tests and the corpus replays (ASan + UBSan)"
+  ctest --test-dir build-fuzz --output-on-failure -j 2 --timeout 900
+fi
+((seconds > 0)) || exit 0
+echo "== building and running the fuzz targets, ${seconds}s each"
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}"
 
 failed=()
