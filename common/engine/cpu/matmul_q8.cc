@@ -73,6 +73,47 @@ inline void QuantizeBlock(const float* x, int8_t* q, float* scale, int32_t* offs
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtepi32_epi8(q1));
   *offset = -kQ8ValueOffset * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
 }
+#elif defined(__AVX2__)
+// The same with AVX2, 8 lanes at a time (same argument: exact max, same multiply, rounding
+// half to even).
+inline void QuantizeBlock(const float* x, int8_t* q, float* scale, int32_t* offset) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  __m256 v[4], abs[4];
+  int not_finite = 0;
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    abs[i] = _mm256_andnot_ps(sign, v[i]);
+    not_finite |= _mm256_movemask_ps(_mm256_cmp_ps(abs[i], inf, _CMP_NLT_UQ));  // inf or NaN
+  }
+  if (not_finite != 0) {
+    std::memset(q, 0, kQ8BlockSize);
+    *scale = std::numeric_limits<float>::quiet_NaN();
+    *offset = 0;
+    return;
+  }
+  __m256 m = _mm256_max_ps(_mm256_max_ps(abs[0], abs[1]), _mm256_max_ps(abs[2], abs[3]));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float amax = _mm_cvtss_f32(m4);
+  *scale = amax / 127.0f;
+  const __m256 inverse = _mm256_set1_ps(amax == 0.0f ? 0.0f : 127.0f / amax);
+  const __m256i low = _mm256_set1_epi32(-127), high = _mm256_set1_epi32(127);
+  __m256i qi[4];
+  for (int i = 0; i < 4; ++i) {
+    qi[i] = _mm256_max_epi32(low, _mm256_min_epi32(high, _mm256_cvtps_epi32(_mm256_mul_ps(v[i], inverse))));
+  }
+  // The packs interleave 128-bit lanes; the permute puts the 32 values back in order.
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                      _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  __m256i sum = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+  *offset = -kQ8ValueOffset * _mm_cvtsi128_si32(s4);
+}
 #else
 inline void QuantizeBlock(const float* x, int8_t* q, float* scale, int32_t* offset) {
   float amax = 0;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -82,6 +83,32 @@ TEST(Q8PathTest, ComputesTheStatedArithmeticBitForBit) {
         ASSERT_EQ(Q8GroupedWeight(grouped.data(), n_in, r, k), Q8RowValues(w_row, n_in)[k] * F16ToF32(half));
       }
     }
+  }
+}
+
+// A token with an inf or a NaN among its activations gets NaN outputs; the others keep theirs.
+TEST(Q8PathTest, NonFiniteTokensGiveNaNAndLeaveTheOthersAlone) {
+  if (!CpuRunsThisBuild()) GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  constexpr int64_t n_out = 20, n_in = 96, n_tokens = 3;
+  const std::vector<uint8_t> q8 = RandomQ8(n_out, n_in, rng);
+  std::vector<uint8_t> grouped(Q8GroupedBytes(n_out, n_in));
+  PackQ8Groups(q8.data(), n_out, n_in, grouped.data());
+  std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
+  for (float& v : x) v = normal(rng);
+  x[n_in + 40] = std::numeric_limits<float>::infinity();           // token 1, second block
+  x[2 * n_in + 95] = std::numeric_limits<float>::quiet_NaN();      // token 2, last lane
+  std::vector<const float*> rows;
+  for (int64_t t = 0; t < n_tokens; ++t) rows.push_back(x.data() + t * n_in);
+  std::vector<float> out(static_cast<size_t>(n_tokens * n_out));
+  const OutputPart whole{out.data(), 0, n_out};
+  MatMulQ8(grouped.data(), n_out, n_in, {&whole, 1}, rows, nullptr);
+  const size_t row_bytes = DTypeRowBytes(DType::kQ8_0, n_in);
+  for (int64_t r = 0; r < n_out; ++r) {
+    EXPECT_EQ(out[r], Q8KernelArithmetic(q8.data() + r * row_bytes, n_in, rows[0], 0.0f)) << r;
+    EXPECT_TRUE(std::isnan(out[n_out + r])) << r;
+    EXPECT_TRUE(std::isnan(out[2 * n_out + r])) << r;
   }
 }
 
