@@ -17,11 +17,6 @@ scripts/setup.sh
 # Services and tests share the cores: passive OpenMP waits keep oversubscribed threads from
 # spinning against each other.
 export OMP_WAIT_POLICY=passive
-# The ThreadSanitizer build: -O1 with minimal debug info (line tables, for the reports' stack
-# traces) compiles about a third faster than RelWithDebInfo's -O2 -g, and its tests run in
-# under a minute either way.
-sanitizer_build_type=(-DCMAKE_BUILD_TYPE=Sanitizer "-DCMAKE_C_FLAGS_SANITIZER=-O1 -g1"
-                      "-DCMAKE_CXX_FLAGS_SANITIZER=-O1 -g1")
 
 echo "== running tests (Release)"
 ctest --test-dir build --output-on-failure -j 2 --timeout 900
@@ -37,7 +32,10 @@ fi
 
 if [ "${SPLITSPEC_SKIP_TSAN:-0}" != 1 ]; then
   echo "== building the emulated CUDA backend with ThreadSanitizer (build-tsan/)"
-  cmake -S . -B build-tsan "${sanitizer_build_type[@]}" -DSPLITSPEC_SANITIZE=thread -DSPLITSPEC_CUDA=OFF \
+  # -O1 with minimal debug info (line tables, for the reports' stack traces) compiles about a
+  # third faster than RelWithDebInfo's -O2 -g, and the tests run in under a minute either way.
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Sanitizer "-DCMAKE_C_FLAGS_SANITIZER=-O1 -g1" \
+    "-DCMAKE_CXX_FLAGS_SANITIZER=-O1 -g1" -DSPLITSPEC_SANITIZE=thread -DSPLITSPEC_CUDA=OFF \
     "-DSPLITSPEC_COMPONENTS=common/engine;tests" "-DSPLITSPEC_TEST_FILTER=^unit/cuda$" > build-tsan-configure.log 2>&1 ||
     { cat build-tsan-configure.log; exit 1; }
   cmake --build build-tsan -j "$(nproc)" --target cuda_emulated_test

@@ -48,6 +48,12 @@ constexpr int kTokenBlock = 4;
 // max|x|), and -128 x their sum (see QuantizedTokens). A block holding an inf or NaN gets a NaN
 // scale, values 0 and offset 0, so its products are NaN, as the F32 kernels would give (rounding
 // a NaN to int8 would be undefined).
+inline void NonFiniteBlock(int8_t* q, float* scale, int32_t* offset) {
+  std::memset(q, 0, kQ8BlockSize);
+  *scale = std::numeric_limits<float>::quiet_NaN();
+  *offset = 0;
+}
+
 #if defined(SPLITSPEC_Q8_AVX512_VNNI)
 // The same as the portable version below, 32 lanes at once: max is exact in any order, the
 // multiply is the same f32 multiply, and the conversion rounds half to even, as nearbyint does
@@ -58,9 +64,7 @@ inline void QuantizeBlock(const float* x, int8_t* q, float* scale, int32_t* offs
   const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
   // Not below inf: an inf, or a NaN (unordered).
   if ((_mm512_cmp_ps_mask(abs0, inf, _CMP_NLT_UQ) | _mm512_cmp_ps_mask(abs1, inf, _CMP_NLT_UQ)) != 0) {
-    std::memset(q, 0, kQ8BlockSize);
-    *scale = std::numeric_limits<float>::quiet_NaN();
-    *offset = 0;
+    NonFiniteBlock(q, scale, offset);
     return;
   }
   const float amax = _mm512_reduce_max_ps(_mm512_max_ps(abs0, abs1));
@@ -87,9 +91,7 @@ inline void QuantizeBlock(const float* x, int8_t* q, float* scale, int32_t* offs
     not_finite |= _mm256_movemask_ps(_mm256_cmp_ps(abs[i], inf, _CMP_NLT_UQ));  // inf or NaN
   }
   if (not_finite != 0) {
-    std::memset(q, 0, kQ8BlockSize);
-    *scale = std::numeric_limits<float>::quiet_NaN();
-    *offset = 0;
+    NonFiniteBlock(q, scale, offset);
     return;
   }
   __m256 m = _mm256_max_ps(_mm256_max_ps(abs[0], abs[1]), _mm256_max_ps(abs[2], abs[3]));
@@ -123,9 +125,7 @@ inline void QuantizeBlock(const float* x, int8_t* q, float* scale, int32_t* offs
     finite = finite && std::isfinite(x[i]);  // std::max would drop a NaN
   }
   if (!finite) {
-    std::memset(q, 0, kQ8BlockSize);
-    *scale = std::numeric_limits<float>::quiet_NaN();
-    *offset = 0;
+    NonFiniteBlock(q, scale, offset);
     return;
   }
   *scale = amax / 127.0f;

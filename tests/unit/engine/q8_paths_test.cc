@@ -48,6 +48,20 @@ std::vector<uint8_t> RandomQ8(int64_t rows, int64_t cols, std::mt19937& rng) {
   return q8;
 }
 
+// MatMulQ8 of `n_tokens` rows of x (n_in each) against the Q8_0 matrix q8 (file layout),
+// through the grouped layout the kernel reads.
+std::vector<float> GroupedProduct(const std::vector<uint8_t>& q8, int64_t n_out, int64_t n_in,
+                                  const std::vector<float>& x, int64_t n_tokens, const float* bias) {
+  std::vector<uint8_t> grouped(Q8GroupedBytes(n_out, n_in));
+  PackQ8Groups(q8.data(), n_out, n_in, grouped.data());
+  std::vector<const float*> rows;
+  for (int64_t t = 0; t < n_tokens; ++t) rows.push_back(x.data() + t * n_in);
+  std::vector<float> out(static_cast<size_t>(n_tokens * n_out));
+  const OutputPart whole{out.data(), 0, n_out};
+  MatMulQ8(grouped.data(), n_out, n_in, {&whole, 1}, rows, bias);
+  return out;
+}
+
 TEST(Q8PathTest, ComputesTheStatedArithmeticBitForBit) {
   if (!CpuRunsThisBuild()) GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C";
   std::mt19937 rng(7);
@@ -56,25 +70,21 @@ TEST(Q8PathTest, ComputesTheStatedArithmeticBitForBit) {
                                               std::tuple{5, 32, 1}, std::tuple{16, 128, 9}}) {
     SCOPED_TRACE(::testing::Message() << n_out << "x" << n_in << ", " << n_tokens << " tokens");
     const std::vector<uint8_t> q8 = RandomQ8(n_out, n_in, rng);
-    std::vector<uint8_t> grouped(Q8GroupedBytes(n_out, n_in));
-    PackQ8Groups(q8.data(), n_out, n_in, grouped.data());
     std::vector<float> x(static_cast<size_t>(n_tokens * n_in)), bias(static_cast<size_t>(n_out));
     for (float& v : x) v = normal(rng);
     for (float& v : bias) v = normal(rng);
     std::fill(x.begin(), x.begin() + kQ8BlockSize, 0.0f);  // an all-zero block: scale 0
-    std::vector<const float*> rows;
-    for (int64_t t = 0; t < n_tokens; ++t) rows.push_back(x.data() + t * n_in);
-    std::vector<float> out(static_cast<size_t>(n_tokens * n_out));
-    const OutputPart whole{out.data(), 0, n_out};
-    MatMulQ8(grouped.data(), n_out, n_in, {&whole, 1}, rows, bias.data());
+    const std::vector<float> out = GroupedProduct(q8, n_out, n_in, x, n_tokens, bias.data());
     const size_t row_bytes = DTypeRowBytes(DType::kQ8_0, n_in);
     for (int64_t t = 0; t < n_tokens; ++t) {
       for (int64_t r = 0; r < n_out; ++r) {
-        ASSERT_EQ(out[t * n_out + r], Q8KernelArithmetic(q8.data() + r * row_bytes, n_in, rows[t], bias[r]))
+        ASSERT_EQ(out[t * n_out + r], Q8KernelArithmetic(q8.data() + r * row_bytes, n_in, x.data() + t * n_in, bias[r]))
             << "token " << t << " row " << r;
       }
     }
     // And each weight reads back from the groups as value x scale.
+    std::vector<uint8_t> grouped(Q8GroupedBytes(n_out, n_in));
+    PackQ8Groups(q8.data(), n_out, n_in, grouped.data());
     for (int64_t r = 0; r < n_out; ++r) {
       const uint8_t* w_row = q8.data() + r * row_bytes;
       for (int64_t k = 0; k < n_in; ++k) {
@@ -93,20 +103,14 @@ TEST(Q8PathTest, NonFiniteTokensGiveNaNAndLeaveTheOthersAlone) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   constexpr int64_t n_out = 20, n_in = 96, n_tokens = 3;
   const std::vector<uint8_t> q8 = RandomQ8(n_out, n_in, rng);
-  std::vector<uint8_t> grouped(Q8GroupedBytes(n_out, n_in));
-  PackQ8Groups(q8.data(), n_out, n_in, grouped.data());
   std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
   for (float& v : x) v = normal(rng);
-  x[n_in + 40] = std::numeric_limits<float>::infinity();           // token 1, second block
-  x[2 * n_in + 95] = std::numeric_limits<float>::quiet_NaN();      // token 2, last lane
-  std::vector<const float*> rows;
-  for (int64_t t = 0; t < n_tokens; ++t) rows.push_back(x.data() + t * n_in);
-  std::vector<float> out(static_cast<size_t>(n_tokens * n_out));
-  const OutputPart whole{out.data(), 0, n_out};
-  MatMulQ8(grouped.data(), n_out, n_in, {&whole, 1}, rows, nullptr);
+  x[n_in + 40] = std::numeric_limits<float>::infinity();       // token 1, second block
+  x[2 * n_in + 95] = std::numeric_limits<float>::quiet_NaN();  // token 2, last lane
+  const std::vector<float> out = GroupedProduct(q8, n_out, n_in, x, n_tokens, nullptr);
   const size_t row_bytes = DTypeRowBytes(DType::kQ8_0, n_in);
   for (int64_t r = 0; r < n_out; ++r) {
-    EXPECT_EQ(out[r], Q8KernelArithmetic(q8.data() + r * row_bytes, n_in, rows[0], 0.0f)) << r;
+    EXPECT_EQ(out[r], Q8KernelArithmetic(q8.data() + r * row_bytes, n_in, x.data(), 0.0f)) << r;
     EXPECT_TRUE(std::isnan(out[n_out + r])) << r;
     EXPECT_TRUE(std::isnan(out[2 * n_out + r])) << r;
   }
