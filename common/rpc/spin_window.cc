@@ -18,21 +18,40 @@ void RecentMedian::Observe(absl::Duration d) {
   observed_ = observed_ >= 5 ? 3 : observed_ + 1;
 }
 
-SpinWindow AnswerSpin::Window(absl::Time sent) const {
-  if (margin_ <= absl::ZeroDuration() || round_trips_.empty()) return SpinWindow{};
-  const absl::Time due = sent + round_trips_.Get();
-  return SpinWindow{due - margin_, due + margin_};
+absl::Duration WindowHalfWidth(absl::Duration margin, const RecentMedian& misses, absl::Duration expected) {
+  if (misses.empty()) return margin;
+  return std::max(margin, std::min(2 * misses.Get(), expected / 4));
 }
 
-void AnswerSpin::Observe(absl::Duration round_trip) { round_trips_.Observe(round_trip); }
+namespace {
+
+// Records how far `observed` fell from what `recent` predicted for it, then `observed` itself.
+void ObserveWithMiss(absl::Duration observed, RecentMedian* recent, RecentMedian* misses) {
+  if (!recent->empty()) misses->Observe(absl::AbsDuration(observed - recent->Get()));
+  recent->Observe(observed);
+}
+
+}  // namespace
+
+SpinWindow AnswerSpin::Window(absl::Time sent) const {
+  if (margin_ <= absl::ZeroDuration() || round_trips_.empty()) return SpinWindow{};
+  const absl::Duration expected = round_trips_.Get();
+  const absl::Duration half = WindowHalfWidth(margin_, misses_, expected);
+  return SpinWindow{sent + expected - half, sent + expected + half};
+}
+
+void AnswerSpin::Observe(absl::Duration round_trip) { ObserveWithMiss(round_trip, &round_trips_, &misses_); }
 
 SpinWindow RequestSpin::Window(absl::Time answered) const {
   if (margin_ <= absl::ZeroDuration()) return SpinWindow{};
   if (gaps_.empty()) return SpinWindow{answered, answered + margin_};
   // Polling from the answer until the request is due would cost a CPU for the whole gap (a
   // drafter's between serial steps is a verify call): sleep until just before it.
-  const absl::Time due = answered + gaps_.Get();
-  return SpinWindow{std::max(answered, due - margin_), due + margin_};
+  const absl::Duration expected = gaps_.Get();
+  const absl::Duration half = WindowHalfWidth(margin_, misses_, expected);
+  return SpinWindow{std::max(answered, answered + expected - half), answered + expected + half};
 }
+
+void RequestSpin::Observe(absl::Duration gap) { ObserveWithMiss(gap, &gaps_, &misses_); }
 
 }  // namespace splitspec::rpc

@@ -64,7 +64,8 @@ absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std:
   }
   const absl::Time written = absl::Now();
   if (after_send) after_send();
-  AnswerSpin& spin = method == StepMethod::kVerify ? verify_spin_ : propose_spin_;
+  const bool verify = method == StepMethod::kVerify || method == StepMethod::kVerifyCompact;
+  AnswerSpin& spin = verify ? verify_spin_ : propose_spin_;
   uint32_t code = 0;
   std::string payload;
   const absl::Status read = ReadStepFrame(fd_, deadline, &code, &payload, spin.Window(written));
