@@ -90,7 +90,7 @@ constexpr char kUsage[] =
     "                               step socket PATH.step (no thread hand-offs; gRPC while absent;\n"
     "                               not with --worker-tls-*) (on)\n"
     "  --step-spin-us US            on a step socket, poll for an answer from US before to US after\n"
-    "                               it is due (wider where recent round trips wandered more)\n"
+    "                               it is due (up to 8x wider where recent round trips wandered)\n"
     "                               instead of sleeping: a sleeping thread wakes ~100 us late on a\n"
     "                               VM (300; 0 = always sleep)\n"
     "  --latency-residual on|off    learn per batch size what the refitted latency line misses (on)\n"

@@ -20,7 +20,7 @@ void RecentMedian::Observe(absl::Duration d) {
 
 absl::Duration WindowHalfWidth(absl::Duration margin, const RecentMedian& misses, absl::Duration expected) {
   if (misses.empty()) return margin;
-  return std::max(margin, std::min(2 * misses.Get(), expected / 4));
+  return std::max(margin, std::min({2 * misses.Get(), expected / 4, kMaxWindowMargins * margin}));
 }
 
 namespace {

@@ -48,7 +48,10 @@ class RecentMedian {
 // recent misses (the median of how far each of the last three durations fell from the median
 // predicted before it) where they are wider, which catches about four frames in five of
 // durations that wander; never more than a quarter of the expected duration, since polling
-// through a whole call would cost a CPU for it.
+// through a whole call would cost a CPU for it, nor more than kMaxWindowMargins margins, so
+// that the margin still bounds the CPU a call may spend polling (a worker whose gaps are
+// seconds that wander, under sparse traffic, polls for milliseconds, not seconds).
+inline constexpr int kMaxWindowMargins = 8;
 absl::Duration WindowHalfWidth(absl::Duration margin, const RecentMedian& misses, absl::Duration expected);
 
 // The caller's side: where the answer to a call sent at `sent` is expected.

@@ -73,13 +73,19 @@ TEST(AnswerSpinTest, WanderingRoundTripsWidenTheWindowToTwiceTheRecentMisses) {
   EXPECT_EQ(w.until - w.from, 2 * absl::Microseconds(300));
 }
 
-TEST(AnswerSpinTest, NeverReachesMoreThanAQuarterOfTheRoundTripToEachSide) {
+TEST(AnswerSpinTest, NeverReachesMoreThanAQuarterOfTheRoundTripOrEightMarginsToEachSide) {
   AnswerSpin spin(absl::Microseconds(300));
   // 4, 8, 4, 8 ms: misses 4, 0, 4 -> 4 ms, twice that is 8; the round trip due is 8 ms.
   for (int ms : {4, 8, 4, 8}) spin.Observe(absl::Milliseconds(ms));
   const SpinWindow w = spin.Window(kSent);
   EXPECT_EQ(w.from, kSent + absl::Milliseconds(6));
   EXPECT_EQ(w.until, kSent + absl::Milliseconds(10));
+  // Nor more than eight margins: 40 / 80 ms round trips with a 100 us margin poll 0.8 ms to
+  // each side, not 20.
+  AnswerSpin slow(absl::Microseconds(100));
+  for (int ms : {40, 80, 40, 80}) slow.Observe(absl::Milliseconds(ms));
+  EXPECT_EQ(slow.Window(kSent).from, kSent + absl::Milliseconds(80) - absl::Microseconds(800));
+  EXPECT_EQ(slow.Window(kSent).until, kSent + absl::Milliseconds(80) + absl::Microseconds(800));
   // The margin still holds where a quarter is less: 400 us round trips that wander.
   AnswerSpin quick(absl::Microseconds(300));
   for (int us : {200, 400, 200, 400}) quick.Observe(absl::Microseconds(us));
