@@ -44,11 +44,22 @@ int MakeDraft(const Args& args) {
   args.Require("layers");
   const long long n_layers = args.GetInt("layers", 0);
   const std::string out = args.Require("out");
+  // Without --dtype the tensors keep the target's bytes.
+  std::optional<engine::DType> dtype;
+  if (args.Has("dtype")) {
+    const absl::StatusOr<engine::DType> parsed = engine::ParseDTypeName(args.GetString("dtype"));
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(parsed.status().message()).c_str());
+      return 2;
+    }
+    dtype = *parsed;
+  }
   args.CheckAllUsed();
-  std::fprintf(stderr, "make-model: draft of %s with %lld layers -> %s\n", target.c_str(), n_layers,
+  std::fprintf(stderr, "make-model: draft of %s with %lld layers%s%s -> %s\n", target.c_str(), n_layers,
+               dtype.has_value() ? " in " : "", dtype.has_value() ? std::string(engine::DTypeName(*dtype)).c_str() : "",
                out.c_str());
   const absl::Status status =
-      engine::MakeDraftModel(target, static_cast<int>(n_layers), out, PrintProgress);
+      engine::MakeDraftModel(target, static_cast<int>(n_layers), out, PrintProgress, dtype);
   if (!status.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(status.ToString()).c_str());
     return 1;
@@ -107,7 +118,8 @@ const RegisterCommand kRegister(
     "make-model", "write a random Llama model directory, a layer-truncated draft, or an int8 round trip",
     "  --out DIR                 directory to write (required)\n"
     "  --preset tiny|small|medium  model size (tiny)\n"
-    "  --dtype f32|f16|bf16      weight dtype (f32)\n"
+    "  --dtype f32|f16|bf16      weight dtype (f32; with --draft-of: the target's unless given,\n"
+    "                            so --layers equal to the target's converts a model)\n"
     "  --seed S                  weight seed (0)\n"
     "  --tie-embeddings [BOOL]   share the embedding and output matrices (preset's choice)\n"
     "  --attention-bias [BOOL]   q/k/v projection biases (preset's choice)\n"

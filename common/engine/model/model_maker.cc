@@ -150,11 +150,13 @@ absl::Status EnsureDirectory(const std::string& dir) {
   return absl::OkStatus();
 }
 
+const char* TorchDTypeName(DType dtype) {
+  return dtype == DType::kF32 ? "float32" : dtype == DType::kF16 ? "float16" : "bfloat16";
+}
+
 absl::Status WriteConfigJson(const ModelConfig& config, DType dtype, const std::string& out_dir) {
   nlohmann::ordered_json json = nlohmann::ordered_json::parse(ModelConfigToJson(config));
-  json["torch_dtype"] = dtype == DType::kF32   ? "float32"
-                        : dtype == DType::kF16 ? "float16"
-                                               : "bfloat16";
+  json["torch_dtype"] = TorchDTypeName(dtype);
   const std::string path = out_dir + "/config.json";
   std::ofstream out(path);
   out << json.dump(2) << "\n";

@@ -58,6 +58,9 @@ absl::Status WriteRandomModel(const ModelConfig& config, DType dtype, uint64_t s
 // Creates `out_dir` if needed.
 absl::Status MakeModel(const MakeModelOptions& options);
 
+// config.json's torch_dtype for a file dtype: "float32", "float16" or "bfloat16".
+const char* TorchDTypeName(DType dtype);
+
 // Writes config.json: ModelConfigToJson plus torch_dtype.
 absl::Status WriteConfigJson(const ModelConfig& config, DType dtype, const std::string& out_dir);
 

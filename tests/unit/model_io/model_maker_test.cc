@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/engine/dtype.h"
 #include "common/engine/model/draft_maker.h"
 #include "common/engine/model/llama_tensors.h"
 #include "common/engine/model/random_weights.h"
@@ -348,6 +349,52 @@ TEST(ModelMakerTest, DraftKeepsFirstLayersAndSharedTensorsByteForByte) {
               std::string(reinterpret_cast<const char*>(b->data), b->n_bytes))
         << name;
   }
+}
+
+TEST(ModelMakerTest, DraftInAnotherDTypeHoldsEachValueRoundedThroughF32) {
+  const std::string target = UntiedTargetWithTokenizer();  // F16, 3 layers
+  const std::string converted = FreshDir() + "/bf16";
+  const absl::Status status = MakeDraftModel(target, 3, converted, {}, DType::kBF16);
+  ASSERT_TRUE(status.ok()) << status;
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(converted + "/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->n_layers, 3);
+  EXPECT_NE(ReadBytes(converted + "/config.json").find("\"torch_dtype\": \"bfloat16\""), std::string::npos);
+
+  auto t = SafetensorsArchive::OpenDirectory(target);
+  auto c = SafetensorsArchive::OpenDirectory(converted);
+  ASSERT_TRUE(t.ok() && c.ok());
+  for (const char* name : {"model.embed_tokens.weight", "model.layers.2.self_attn.q_proj.bias",
+                           "model.layers.1.mlp.down_proj.weight", "lm_head.weight"}) {
+    absl::StatusOr<TensorView> a = (*t)->Get(name);
+    absl::StatusOr<TensorView> b = (*c)->Get(name);
+    ASSERT_TRUE(a.ok() && b.ok()) << name;
+    ASSERT_EQ(b->dtype, DType::kBF16) << name;
+    ASSERT_EQ(a->shape, b->shape) << name;
+    ASSERT_EQ(b->n_bytes, a->n_bytes) << name;  // 2 bytes a value either way
+    for (int64_t i = 0; i < a->n_elements(); ++i) {
+      uint16_t half, brain;
+      std::memcpy(&half, a->data + 2 * i, 2);
+      std::memcpy(&brain, b->data + 2 * i, 2);
+      ASSERT_EQ(brain, F32ToBF16(F16ToF32(half))) << name << " element " << i;
+    }
+  }
+  // To F32 and back to F16 gives the target's bytes again: F16 -> F32 is exact.
+  const std::string wide = FreshDir() + "/f32";
+  const std::string back = FreshDir() + "/f16";
+  ASSERT_TRUE(MakeDraftModel(target, 3, wide, {}, DType::kF32).ok());
+  ASSERT_TRUE(MakeDraftModel(wide, 3, back, {}, DType::kF16).ok());
+  auto w = SafetensorsArchive::OpenDirectory(wide);
+  auto r = SafetensorsArchive::OpenDirectory(back);
+  ASSERT_TRUE(w.ok() && r.ok());
+  absl::StatusOr<TensorView> original = (*t)->Get("model.layers.0.mlp.gate_proj.weight");
+  absl::StatusOr<TensorView> widened = (*w)->Get("model.layers.0.mlp.gate_proj.weight");
+  absl::StatusOr<TensorView> returned = (*r)->Get("model.layers.0.mlp.gate_proj.weight");
+  ASSERT_TRUE(original.ok() && widened.ok() && returned.ok());
+  EXPECT_EQ(widened->dtype, DType::kF32);
+  EXPECT_EQ(widened->n_bytes, 2 * original->n_bytes);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(original->data), original->n_bytes),
+            std::string(reinterpret_cast<const char*>(returned->data), returned->n_bytes));
 }
 
 TEST(ModelMakerTest, DraftRejectsBadLayerCountsAndBrokenTargets) {
