@@ -46,8 +46,8 @@ class RecentMedian {
 
 // How far to each side of when a frame is due the window reaches: the margin, or twice the
 // recent misses (the median of how far each of the last three durations fell from the median
-// predicted before it) where they are wider, which catches about four frames in five of
-// durations that wander; never more than a quarter of the expected duration, since polling
+// predicted before it) where they are wider (on the verify calls timed in docs/benchmarks.md,
+// twice the median miss covered about three in four); never more than a quarter of the expected duration, since polling
 // through a whole call would cost a CPU for it, nor more than kMaxWindowMargins margins, so
 // that the margin still bounds the CPU a call may spend polling (a worker whose gaps are
 // seconds that wander, under sparse traffic, polls for milliseconds, not seconds).

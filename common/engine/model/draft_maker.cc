@@ -1,5 +1,5 @@
-// MakeDraftModel: validate the target against its config, copy the kept tensors, rewrite the
-// config's layer count, copy the tokenizer.
+// MakeDraftModel: validate the target against its config, copy the kept tensors (converted when
+// another dtype is asked for), rewrite the config's layer count, copy the tokenizer.
 #include "common/engine/model/draft_maker.h"
 
 #include <cstring>
@@ -48,6 +48,7 @@ absl::Status WriteDraftConfig(const std::string& target_config, int n_layers, st
   return absl::OkStatus();
 }
 
+// Element i of an F32, F16 or BF16 tensor, exactly (every F16 and BF16 value is an F32 one).
 float ReadElement(const TensorView& view, int64_t i) {
   switch (view.dtype) {
     case DType::kF16: {
