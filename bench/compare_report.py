@@ -19,7 +19,11 @@ Reads OUT_DIR/settings.json and OUT_DIR/pass<N>/<policy>-<rate>.json (`splitspec
      ahead beside it), the router's CPU time per step (its .router_cpu file) and, for `+pipeline`
      cells, the draft-ahead hit rate and the share of draft time hidden behind verification;
   4. with `none` and several passes: each pass's tokens/s over `none`'s in the same pass, and
-     their median (pairs within a pass share the machine's state of the moment).
+     their median (pairs within a pass share the machine's state of the moment);
+  5. when the routers' metrics were kept (<policy>-<rate>.metrics.txt): where a decode step's
+     time outside the workers' compute went, as means over the cell's steps from the router's
+     stage histogram (splitspec_step_stage_duration_seconds): scheduling, the router's own work
+     between its calls, and the calls' time beyond the compute the workers reported.
 Percentiles interpolate linearly between order statistics, as `splitspec bench` does.
 """
 
@@ -38,6 +42,25 @@ def percentile(sorted_values, q):
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+def load_stage_means(path):
+    """{stage: (sum of seconds, steps)} from a router's /metrics text, or None without it."""
+    if not os.path.exists(path):
+        return None
+    sums, counts = {}, {}
+    prefix = "splitspec_step_stage_duration_seconds_"
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.startswith(prefix) or 'stage="' not in line:
+                continue
+            name, _, value = line.rpartition(" ")
+            stage = name.split('stage="', 1)[1].split('"', 1)[0]
+            if name.startswith(prefix + "sum{"):
+                sums[stage] = float(value)
+            elif name.startswith(prefix + "count{"):
+                counts[stage] = float(value)
+    return {stage: (sums[stage], counts[stage]) for stage in sums if counts.get(stage)}
+
+
 def load_level(path):
     if not os.path.exists(path):
         return None
@@ -46,6 +69,7 @@ def load_level(path):
     levels = [level for level in data["levels"] if level["mode"] in ("open", "closed")]
     if not levels:
         return None
+    levels[0]["stage_seconds"] = load_stage_means(path[:-len(".json")] + ".metrics.txt")
     # The router's CPU seconds over the cell, when the script could read them.
     cpu_path = path[:-len(".json")] + ".router_cpu"
     if os.path.exists(cpu_path):
@@ -108,6 +132,14 @@ class Cell:
         self.ahead_hit = used / (used + dropped) if used + dropped > 0 else None
         draft_s = sum(p.get("draft_seconds", 0) for p in pipe)
         self.hidden_share = sum(p.get("hidden_draft_seconds", 0) for p in pipe) / draft_s if draft_s > 0 else None
+        # Stage means in us over all passes' steps (schedule, router, rpc_overhead, ...).
+        totals = {}
+        for level in levels:
+            for stage, (seconds, steps) in (level.get("stage_seconds") or {}).items():
+                acc = totals.setdefault(stage, [0.0, 0.0])
+                acc[0] += seconds
+                acc[1] += steps
+        self.stage_mean_us = {stage: 1e6 * s / n for stage, (s, n) in totals.items() if n > 0}
         self.completed = sum(level["summary"]["completed"] for level in levels)
         self.sent = sum(level["summary"]["sent"] for level in levels)
         self.failed = sum(level["summary"]["failed"] for level in levels)
@@ -229,6 +261,22 @@ def main(out):
                     " / ".join("%.0f" % x for x in c.router_cpu_us) or "-",
                     "-" if c.ahead_hit is None else "%.2f" % c.ahead_hit,
                     "-" if c.hidden_share is None else "%.2f" % c.hidden_share))
+
+    stages = ("schedule", "router", "rpc_overhead")
+    if any(c is not None and all(k in c.stage_mean_us for k in stages) for c in cells.values()):
+        print("\nA decode step's time outside the workers' compute, means over the cell's steps (us), from the "
+              "router's stage histogram: scheduling (admission, pool choice, policy), the router's own work "
+              "between its calls, and its calls' time beyond the compute the workers reported.\n")
+        print("| level | policy | scheduling | router | calls beyond compute | draft compute | verify compute |")
+        print("|---|---|---|---|---|---|---|")
+        for r in rates:
+            for p in policies:
+                c = cells[(p, r)]
+                if c is None or not all(k in c.stage_mean_us for k in stages):
+                    continue
+                m = c.stage_mean_us
+                print("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f |" % (
+                    r, p, m["schedule"], m["router"], m["rpc_overhead"], m.get("draft", 0.0), m.get("verify", 0.0)))
 
 
 if __name__ == "__main__":
