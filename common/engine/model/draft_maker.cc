@@ -2,12 +2,10 @@
 // another dtype is asked for), rewrite the config's layer count, copy the tokenizer.
 #include "common/engine/model/draft_maker.h"
 
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "common/engine/dtype.h"
 #include "common/engine/model/llama_tensors.h"
 #include "common/engine/model/safetensors.h"
 #include "nlohmann/json.hpp"
@@ -48,47 +46,6 @@ absl::Status WriteDraftConfig(const std::string& target_config, int n_layers, st
   return absl::OkStatus();
 }
 
-// Element i of an F32, F16 or BF16 tensor, exactly (every F16 and BF16 value is an F32 one).
-float ReadElement(const TensorView& view, int64_t i) {
-  switch (view.dtype) {
-    case DType::kF16: {
-      uint16_t h;
-      std::memcpy(&h, view.data + 2 * i, sizeof h);
-      return F16ToF32(h);
-    }
-    case DType::kBF16: {
-      uint16_t b;
-      std::memcpy(&b, view.data + 2 * i, sizeof b);
-      return BF16ToF32(b);
-    }
-    default: {
-      float f;
-      std::memcpy(&f, view.data + 4 * i, sizeof f);
-      return f;
-    }
-  }
-}
-
-// The tensor's bytes in `dtype`: as they are when it already is, else each value through F32.
-absl::StatusOr<std::vector<uint8_t>> BytesIn(const TensorView& view, DType dtype) {
-  if (view.dtype == dtype) return std::vector<uint8_t>(view.data, view.data + view.n_bytes);
-  if (view.dtype == DType::kQ8_0 || dtype == DType::kQ8_0) {
-    return absl::InvalidArgumentError(absl::StrCat(view.name, ": only F32, F16 and BF16 convert"));
-  }
-  const int64_t n = view.n_elements();
-  std::vector<uint8_t> out(static_cast<size_t>(n) * DTypeSize(dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    const float f = ReadElement(view, i);
-    if (dtype == DType::kF32) {
-      std::memcpy(out.data() + 4 * i, &f, sizeof f);
-    } else {
-      const uint16_t h = dtype == DType::kF16 ? F32ToF16(f) : F32ToBF16(f);
-      std::memcpy(out.data() + 2 * i, &h, sizeof h);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 absl::Status MakeDraftModel(const std::string& target_dir, int n_layers, const std::string& out_dir,
@@ -113,9 +70,7 @@ absl::Status MakeDraftModel(const std::string& target_dir, int n_layers, const s
     absl::StatusOr<TensorView> view = (*archive)->GetWithShape(spec.name, spec.shape);
     if (!view.ok()) return view.status();
     const DType stored = dtype.value_or(view->dtype);
-    absl::StatusOr<std::vector<uint8_t>> bytes = BytesIn(*view, stored);
-    if (!bytes.ok()) return bytes.status();
-    writer.Add(spec.name, stored, spec.shape, *std::move(bytes));
+    writer.Add(spec.name, stored, spec.shape, TensorBytesAs(*view, stored));
     if (progress) progress(++done, static_cast<int>(specs.size()), spec.name);
   }
   absl::Status status = EnsureDirectory(out_dir);

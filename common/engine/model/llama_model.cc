@@ -28,50 +28,6 @@ struct LlamaModel::Layer {
 
 namespace {
 
-// Converts `view` to `dtype` host bytes (identity when the dtypes match). dtype is a file dtype.
-std::vector<uint8_t> ConvertTo(const TensorView& view, DType dtype) {
-  const int64_t n = view.n_elements();
-  std::vector<uint8_t> bytes(static_cast<size_t>(n) * DTypeSize(dtype));
-  if (view.dtype == dtype) {
-    std::memcpy(bytes.data(), view.data, bytes.size());
-    return bytes;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    float value = 0;
-    switch (view.dtype) {
-      case DType::kF32: std::memcpy(&value, view.data + 4 * i, 4); break;
-      case DType::kF16: {
-        uint16_t h;
-        std::memcpy(&h, view.data + 2 * i, 2);
-        value = F16ToF32(h);
-        break;
-      }
-      case DType::kBF16: {
-        uint16_t b;
-        std::memcpy(&b, view.data + 2 * i, 2);
-        value = BF16ToF32(b);
-        break;
-      }
-      case DType::kQ8_0: break;  // not a file dtype
-    }
-    switch (dtype) {
-      case DType::kF32: std::memcpy(bytes.data() + 4 * i, &value, 4); break;
-      case DType::kF16: {
-        const uint16_t h = F32ToF16(value);
-        std::memcpy(bytes.data() + 2 * i, &h, 2);
-        break;
-      }
-      case DType::kBF16: {
-        const uint16_t b = F32ToBF16(value);
-        std::memcpy(bytes.data() + 2 * i, &b, 2);
-        break;
-      }
-      case DType::kQ8_0: break;  // made by QuantizeQ8, never converted to element by element
-    }
-  }
-  return bytes;
-}
-
 // The part of a matrix a tensor-parallel shard holds: all of it, a 1/parts share of each named
 // tensor's rows (column-parallel layers), or a 1/parts share of its columns (row-parallel).
 struct Split {
@@ -138,7 +94,7 @@ class WeightLoader {
     const DType dtype = to_f32_ || quantize ? DType::kF32 : views[0].dtype;
     std::vector<uint8_t> host;
     for (const TensorView& view : views) {
-      const std::vector<uint8_t> part = ConvertTo(view, dtype);
+      const std::vector<uint8_t> part = TensorBytesAs(view, dtype);
       host.insert(host.end(), part.begin(), part.end());
     }
     if (!quantize) return Store(dtype, total_rows, cols, host);
@@ -163,7 +119,7 @@ class WeightLoader {
         n /= split.parts;
         SliceView(0, 1, n * split.part, n, slice, *view);
       }
-      const std::vector<uint8_t> part = ConvertTo(*view, DType::kF32);
+      const std::vector<uint8_t> part = TensorBytesAs(*view, DType::kF32);
       host.insert(host.end(), part.begin(), part.end());
       total += n;
     }

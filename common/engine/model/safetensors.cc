@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -129,6 +130,49 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 }
 
 }  // namespace
+
+std::vector<uint8_t> TensorBytesAs(const TensorView& view, DType dtype) {
+  const int64_t n = view.n_elements();
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * DTypeSize(dtype));
+  if (view.dtype == dtype) {
+    std::memcpy(bytes.data(), view.data, bytes.size());
+    return bytes;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float value = 0;
+    switch (view.dtype) {
+      case DType::kF32: std::memcpy(&value, view.data + 4 * i, 4); break;
+      case DType::kF16: {
+        uint16_t h;
+        std::memcpy(&h, view.data + 2 * i, 2);
+        value = F16ToF32(h);
+        break;
+      }
+      case DType::kBF16: {
+        uint16_t b;
+        std::memcpy(&b, view.data + 2 * i, 2);
+        value = BF16ToF32(b);
+        break;
+      }
+      case DType::kQ8_0: break;  // not a file dtype
+    }
+    switch (dtype) {
+      case DType::kF32: std::memcpy(bytes.data() + 4 * i, &value, 4); break;
+      case DType::kF16: {
+        const uint16_t h = F32ToF16(value);
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+        break;
+      }
+      case DType::kBF16: {
+        const uint16_t b = F32ToBF16(value);
+        std::memcpy(bytes.data() + 2 * i, &b, 2);
+        break;
+      }
+      case DType::kQ8_0: break;  // made by QuantizeQ8, never converted to element by element
+    }
+  }
+  return bytes;
+}
 
 int64_t TensorView::n_elements() const {
   int64_t n = 1;

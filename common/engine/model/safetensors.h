@@ -26,6 +26,10 @@ struct TensorView {
   int64_t n_elements() const;
 };
 
+// The tensor's values as host bytes of the file dtype `dtype` (F32, F16 or BF16): its own bytes
+// when it already is one, else each value through F32, rounded to nearest even.
+std::vector<uint8_t> TensorBytesAs(const TensorView& view, DType dtype);
+
 // Status codes: NOT_FOUND for a missing file or tensor; DATA_LOSS for a truncated file;
 // INVALID_ARGUMENT for a malformed or oversized header, a bad index, inconsistent offsets or
 // shapes; UNIMPLEMENTED for safetensors dtypes other than F32/F16/BF16. Messages name the file.
