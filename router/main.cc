@@ -89,6 +89,8 @@ constexpr char kUsage[] =
     "  --step-sockets on|off        Verify and Propose to a worker addressed as unix://PATH over its\n"
     "                               step socket PATH.step (no thread hand-offs; gRPC while absent;\n"
     "                               not with --worker-tls-*) (on)\n"
+    "  --step-memory on|off         on a step socket, pass the frames through memory shared with the\n"
+    "                               worker (no system call while the reader polls) (on)\n"
     "  --step-spin-us US            on a step socket, poll for an answer from US before to US after\n"
     "                               it is due (up to 8x wider where recent round trips wandered)\n"
     "                               instead of sleeping: a sleeping thread wakes ~100 us late on a\n"
@@ -153,6 +155,9 @@ int Run(const rpc::Flags& flags) {
   const absl::StatusOr<absl::Duration> step_spin_flag = rpc::ParseStepSpin(flags);
   if (!step_spin_flag.ok()) return Fail(step_spin_flag.status());
   const absl::Duration step_spin = *step_spin_flag;
+  const absl::StatusOr<bool> step_memory_flag = flags.GetOnOff("step-memory", true);
+  if (!step_memory_flag.ok()) return Fail(step_memory_flag.status());
+  const bool step_memory = *step_memory_flag;
   const std::string latency_residual = flags.GetString("latency-residual", "on");
   std::string tokenizer_path = flags.GetString("tokenizer");
   auto port = flags.GetInt("port", 50050);
@@ -224,9 +229,10 @@ int Run(const rpc::Flags& flags) {
   // dns:/// names resolve to one replica per address, re-resolved while serving.
   auto discovery = router::VerifierDiscovery::Create(
       verifier_address,
-      [timeout = absl::Seconds(*worker_timeout), step_sockets, step_spin](const std::string& address,
-                                                                         const std::string& server_name) {
-        return std::make_unique<router::GrpcVerifier>(address, timeout, server_name, step_sockets, step_spin);
+      [timeout = absl::Seconds(*worker_timeout), step_sockets, step_spin, step_memory](
+          const std::string& address, const std::string& server_name) {
+        return std::make_unique<router::GrpcVerifier>(address, timeout, server_name, step_sockets, step_spin,
+                                                      step_memory);
       },
       rpc::ResolveAddresses);
   if (!discovery.ok()) return Die("--verifier " + verifier_address, discovery.status());
@@ -248,9 +254,10 @@ int Run(const rpc::Flags& flags) {
   router::SteadyClock drafter_clock;
   auto drafter_discovery = router::DrafterDiscovery::Create(
       drafter_flags,
-      [timeout = absl::Seconds(*worker_timeout), step_sockets, step_spin](const std::string& address,
-                                                                         const std::string& server_name) {
-        return std::make_unique<router::GrpcDrafter>(address, timeout, server_name, step_sockets, step_spin);
+      [timeout = absl::Seconds(*worker_timeout), step_sockets, step_spin, step_memory](
+          const std::string& address, const std::string& server_name) {
+        return std::make_unique<router::GrpcDrafter>(address, timeout, server_name, step_sockets, step_spin,
+                                                     step_memory);
       },
       rpc::ResolveAddresses, &drafter_clock, *probe_interval);
   if (!drafter_discovery.ok()) return Fail(drafter_discovery.status());

@@ -17,7 +17,7 @@ StepSocketClient::~StepSocketClient() {
   CloseLocked();
 }
 
-absl::Status StepSocketClient::ConnectLocked() {
+absl::Status StepSocketClient::ConnectLocked(absl::Time deadline) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path_.empty() || path_.size() >= sizeof(addr.sun_path)) {
@@ -32,10 +32,18 @@ absl::Status StepSocketClient::ConnectLocked() {
     return absl::UnavailableError(absl::StrCat("cannot connect to step socket ", path_, ": ", why));
   }
   fd_ = fd;
+  if (!shared_memory_) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<StepMemory>> memory = OpenStepMemory(fd_, deadline);
+  if (!memory.ok()) {
+    CloseLocked();
+    return absl::UnavailableError(absl::StrCat("step socket ", path_, ": ", memory.status().message()));
+  }
+  memory_ = *std::move(memory);  // null when the worker has none: frames on the socket
   return absl::OkStatus();
 }
 
 void StepSocketClient::CloseLocked() {
+  memory_.reset();
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
 }
@@ -52,15 +60,17 @@ absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std:
   std::lock_guard<std::mutex> lock(mu_);
   if (fd_ < 0) {
     if (absl::Now() < next_connect_) return absl::UnavailableError(absl::StrCat("no step socket at ", path_));
-    if (absl::Status s = ConnectLocked(); !s.ok()) {
+    if (absl::Status s = ConnectLocked(deadline); !s.ok()) {
       next_connect_ = absl::Now() + absl::Seconds(1);
       return s;
     }
   }
   if (sent != nullptr) *sent = true;
-  if (absl::Status s = WriteStepFrame(fd_, static_cast<uint32_t>(method), request); !s.ok()) {
+  const absl::Status wrote = memory_ ? memory_->Write(StepMemory::Side::kClient, fd_, static_cast<uint32_t>(method), request)
+                                     : WriteStepFrame(fd_, static_cast<uint32_t>(method), request);
+  if (!wrote.ok()) {
     CloseLocked();
-    return s;
+    return wrote;
   }
   const absl::Time written = absl::Now();
   if (after_send) after_send();
@@ -68,7 +78,9 @@ absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std:
   AnswerSpin& spin = verify ? verify_spin_ : propose_spin_;
   uint32_t code = 0;
   std::string payload;
-  const absl::Status read = ReadStepFrame(fd_, deadline, &code, &payload, spin.Window(written));
+  const SpinWindow window = spin.Window(written);
+  const absl::Status read = memory_ ? memory_->Read(StepMemory::Side::kClient, fd_, deadline, &code, &payload, window)
+                                    : ReadStepFrame(fd_, deadline, &code, &payload, window);
   if (read.ok()) spin.Observe(absl::Now() - written);
   if (absl::Status s = read; !s.ok()) {
     CloseLocked();

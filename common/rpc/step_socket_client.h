@@ -2,13 +2,15 @@
 // first use and again after a failure, one call at a time.
 //
 // While a call waits, the calling thread polls instead of sleeping in a short window around
-// when the answer is due (spin_window.h).
+// when the answer is due (spin_window.h). Each connection asks the worker for shared memory
+// first (step_memory.h) and sends its frames through it when the worker has some.
 //
 // Thread-safe: calls from several threads take turns on the connection.
 #ifndef SPLITSPEC_COMMON_RPC_STEP_SOCKET_CLIENT_H_
 #define SPLITSPEC_COMMON_RPC_STEP_SOCKET_CLIENT_H_
 
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -16,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/rpc/spin_window.h"
+#include "common/rpc/step_memory.h"
 #include "common/rpc/step_socket_wire.h"
 
 namespace splitspec::rpc {
@@ -24,8 +27,10 @@ class StepSocketClient {
  public:
   // `spin_margin`: half the width of the window around an answer's expected time in which
   // the caller polls (zero: it sleeps until the answer).
-  explicit StepSocketClient(std::string path, absl::Duration spin_margin = absl::ZeroDuration())
-      : path_(std::move(path)), verify_spin_(spin_margin), propose_spin_(spin_margin) {}
+  // `shared_memory`: whether to ask for the connection's memory (off: frames on the socket).
+  explicit StepSocketClient(std::string path, absl::Duration spin_margin = absl::ZeroDuration(),
+                            bool shared_memory = true)
+      : path_(std::move(path)), shared_memory_(shared_memory), verify_spin_(spin_margin), propose_spin_(spin_margin) {}
   ~StepSocketClient();
   StepSocketClient(const StepSocketClient&) = delete;
   StepSocketClient& operator=(const StepSocketClient&) = delete;
@@ -43,14 +48,22 @@ class StepSocketClient {
                                    bool* sent = nullptr, const std::function<void()>& after_send = nullptr);
 
   const std::string& path() const { return path_; }
+  // Whether the current connection's frames go through shared memory (for tests).
+  bool UsesSharedMemory() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return memory_ != nullptr;
+  }
 
  private:
-  absl::Status ConnectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Connects, then asks for the connection's memory (when shared_memory_).
+  absl::Status ConnectLocked(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
+  const bool shared_memory_;
   std::mutex mu_;
   int fd_ ABSL_GUARDED_BY(mu_) = -1;
+  std::unique_ptr<StepMemory> memory_ ABSL_GUARDED_BY(mu_);  // null: frames on the socket
   absl::Time next_connect_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Verify and Propose take different times: each learns its own.
   AnswerSpin verify_spin_ ABSL_GUARDED_BY(mu_);

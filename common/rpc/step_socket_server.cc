@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rpc/spin_window.h"
+#include "common/rpc/step_memory.h"
 
 namespace splitspec::rpc {
 
@@ -122,15 +123,28 @@ void StepSocketServer::Serve(int fd) {
   RequestSpin spin(spin_margin_);
   SpinWindow window;  // none before the first request
   absl::Time answered = absl::InfinitePast();
+  // Set when the client asks for it: every frame after that goes through it.
+  std::unique_ptr<StepMemory> memory;
+  auto read = [&] {
+    return memory ? memory->Read(StepMemory::Side::kServer, fd, absl::InfiniteFuture(), &word, &request, window)
+                  : ReadStepFrame(fd, absl::InfiniteFuture(), &word, &request, window);
+  };
+  auto write = [&](absl::StatusCode code, absl::string_view payload) {
+    return memory ? memory->Write(StepMemory::Side::kServer, fd, static_cast<uint32_t>(code), payload)
+                  : WriteStepFrame(fd, static_cast<uint32_t>(code), payload);
+  };
   // Ends when the client disconnects, sends something that is not a frame, or Stop shuts the
   // descriptor down.
-  while (ReadStepFrame(fd, absl::InfiniteFuture(), &word, &request, window).ok()) {
+  while (read().ok()) {
+    if (static_cast<StepMethod>(word) == StepMethod::kOpenMemory) {
+      if (!OpenMemory(fd, &memory)) break;
+      continue;
+    }
     if (answered != absl::InfinitePast()) spin.Observe(absl::Now() - answered);
     std::function<void()> after_sent;
     const absl::StatusOr<std::string> answer = handler_(static_cast<StepMethod>(word), request, &after_sent);
     const absl::Status sent =
-        answer.ok() ? WriteStepFrame(fd, static_cast<uint32_t>(absl::StatusCode::kOk), *answer)
-                    : WriteStepFrame(fd, static_cast<uint32_t>(answer.status().code()), answer.status().message());
+        answer.ok() ? write(absl::StatusCode::kOk, *answer) : write(answer.status().code(), answer.status().message());
     answered = absl::Now();
     if (after_sent) after_sent();
     if (!sent.ok()) break;
@@ -140,6 +154,23 @@ void StepSocketServer::Serve(int fd) {
   connections_.erase(std::find(connections_.begin(), connections_.end(), fd));
   close(fd);
   if (connections_.empty()) connections_closed_.notify_all();
+}
+
+bool StepSocketServer::OpenMemory(int fd, std::unique_ptr<StepMemory>* memory) {
+  if (*memory != nullptr) {
+    return (*memory)
+        ->Write(StepMemory::Side::kServer, fd, static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition),
+                "this connection's step memory is open already")
+        .ok();
+  }
+  absl::StatusOr<std::unique_ptr<StepMemory>> created = StepMemory::Create();
+  if (!created.ok()) {
+    // Refused: the client goes on with frames on the socket.
+    return WriteStepFrame(fd, static_cast<uint32_t>(created.status().code()), created.status().message()).ok();
+  }
+  if (!SendStepMemory(fd, **created).ok()) return false;
+  *memory = *std::move(created);
+  return true;
 }
 
 }  // namespace splitspec::rpc

@@ -3,6 +3,7 @@
 // handler on it and writes the answer, and so serves one caller per connection with no
 // hand-off between threads. After an answer the thread polls for the next request for a short
 // while when requests have been following answers quickly (spin_window.h, RequestSpin).
+// A client may ask for the connection's frames to go through shared memory (step_memory.h).
 //
 // Thread-safety: the handler runs on several connection threads at once when several clients
 // are connected (a router and its replicas' helpers); the services' handlers lock as their
@@ -21,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/rpc/step_memory.h"
 #include "common/rpc/step_socket_wire.h"
 
 namespace splitspec::rpc {
@@ -56,6 +58,9 @@ class StepSocketServer {
                    int max_connections, absl::Duration spin_margin);
   void AcceptLoop();
   void Serve(int fd);
+  // Answers a kOpenMemory request: new memory for the connection, passed to the client and kept
+  // in `*memory`, or the reason there is none. False when the connection broke.
+  bool OpenMemory(int fd, std::unique_ptr<StepMemory>* memory);
 
   const std::string path_;
   const int listen_fd_;

@@ -37,6 +37,10 @@ enum class StepMethod : uint32_t {
   // protobuf method.
   kVerifyCompact = 3,
   kProposeCompact = 4,
+  // Not a call: asks the worker for the connection's shared memory (step_memory.h); every
+  // frame after its answer goes through that memory. A worker that predates it answers
+  // UNIMPLEMENTED and the connection stays on the socket.
+  kOpenMemory = 5,
 };
 
 inline constexpr uint32_t kStepFrameMagic = 0x314b5353;  // "SSK1"

@@ -57,8 +57,10 @@ class VerifierClient {
   bool has_step_socket() const { return step_ != nullptr; }
   // Sends Verify over the worker's step socket at `path` (step_socket_wire.h) from now on, and
   // over gRPC while it cannot be reached. Call before the calls start.
-  void UseStepSocket(const std::string& path, absl::Duration spin_margin = absl::ZeroDuration()) {
-    step_ = std::make_unique<StepSocketClient>(path, spin_margin);
+  // `shared_memory`: frames through the connection's shared memory where the worker has it.
+  void UseStepSocket(const std::string& path, absl::Duration spin_margin = absl::ZeroDuration(),
+                     bool shared_memory = true) {
+    step_ = std::make_unique<StepSocketClient>(path, spin_margin, shared_memory);
   }
 
  private:
@@ -80,8 +82,9 @@ class DrafterClient {
   absl::StatusOr<spec::WorkerInfo> GetInfo();
   void set_timeout(absl::Duration timeout) { timeout_us_.store(absl::ToInt64Microseconds(timeout)); }
   // Propose over the worker's step socket, as VerifierClient::UseStepSocket.
-  void UseStepSocket(const std::string& path, absl::Duration spin_margin = absl::ZeroDuration()) {
-    step_ = std::make_unique<StepSocketClient>(path, spin_margin);
+  void UseStepSocket(const std::string& path, absl::Duration spin_margin = absl::ZeroDuration(),
+                     bool shared_memory = true) {
+    step_ = std::make_unique<StepSocketClient>(path, spin_margin, shared_memory);
   }
 
  private:

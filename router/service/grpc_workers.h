@@ -20,11 +20,14 @@ class GrpcDrafter : public DrafterClient {
   // k = 0 for that step; the channel reconnects in the background.
   // `server_name`: see rpc::MakeChannel. `step_socket`: Propose goes over the worker's step
   // socket when `address` is unix://PATH (rpc::DrafterClient::UseStepSocket), polling for the
-  // answer within `step_spin` of when it is due (rpc::AnswerSpin).
+  // answer within `step_spin` of when it is due (rpc::AnswerSpin), its frames through shared
+  // memory when `step_memory` (rpc::StepMemory).
   GrpcDrafter(const std::string& address, absl::Duration timeout, const std::string& server_name = "",
-              bool step_socket = false, absl::Duration step_spin = absl::ZeroDuration())
+              bool step_socket = false, absl::Duration step_spin = absl::ZeroDuration(), bool step_memory = true)
       : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {
-    if (step_socket && rpc::IsUnixSocket(address)) client_.UseStepSocket(rpc::StepSocketPath(address), step_spin);
+    if (step_socket && rpc::IsUnixSocket(address)) {
+      client_.UseStepSocket(rpc::StepSocketPath(address), step_spin, step_memory);
+    }
   }
 
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items) override {
@@ -42,12 +45,14 @@ class GrpcDrafter : public DrafterClient {
 
 class GrpcVerifier : public VerifierClient {
  public:
-  // `step_socket`, `step_spin`: Verify goes over the worker's step socket when `address` is
-  // unix://PATH, as GrpcDrafter's Propose.
+  // `step_socket`, `step_spin`, `step_memory`: Verify goes over the worker's step socket when
+  // `address` is unix://PATH, as GrpcDrafter's Propose.
   GrpcVerifier(const std::string& address, absl::Duration timeout, const std::string& server_name = "",
-               bool step_socket = false, absl::Duration step_spin = absl::ZeroDuration())
+               bool step_socket = false, absl::Duration step_spin = absl::ZeroDuration(), bool step_memory = true)
       : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {
-    if (step_socket && rpc::IsUnixSocket(address)) client_.UseStepSocket(rpc::StepSocketPath(address), step_spin);
+    if (step_socket && rpc::IsUnixSocket(address)) {
+      client_.UseStepSocket(rpc::StepSocketPath(address), step_spin, step_memory);
+    }
   }
 
   absl::StatusOr<std::vector<spec::PrefillResult>> Prefill(const std::vector<spec::PrefillItem>& items) override {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/engine/tokenizer/tokenizer.h"
@@ -190,13 +191,15 @@ TEST_F(ServicesTest, ServicesOverUnixSocketsGiveTheSameOutput) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   ASSERT_EQ(stat(drafter_step.c_str(), &st), 0) << "the drafter serves Propose on its step socket";
   // Step sockets with the router polling around each answer (the default), sleeping until it,
-  // and not at all.
-  for (const auto& [step_sockets, spin_us] : std::vector<std::pair<std::string, std::string>>{
-           {"on", "300"}, {"on", "0"}, {"off", "300"}}) {
-    const std::string label = "--step-sockets " + step_sockets + " --step-spin-us " + spin_us;
+  // and not at all; their frames through shared memory (the default) and on the socket.
+  for (const auto& [step_sockets, spin_us, memory] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"on", "300", "on"}, {"on", "0", "on"}, {"on", "300", "off"}, {"on", "0", "off"}, {"off", "300", "on"}}) {
+    const std::string label =
+        "--step-sockets " + step_sockets + " --step-spin-us " + spin_us + " --step-memory " + memory;
     auto router = Process::Start({SPLITSPEC_ROUTER_BIN, "--verifier", verifier_socket, "--drafter",
                                   "model=" + drafter_socket, "--host", router_socket, "--metrics-port", "-1",
-                                  "--policy", "static:3", "--step-sockets", step_sockets, "--step-spin-us", spin_us});
+                                  "--policy", "static:3", "--step-sockets", step_sockets, "--step-spin-us", spin_us,
+                                  "--step-memory", memory});
     EXPECT_EQ(router->address(), router_socket);
     const Generated out = Generate(router->address(), TokenRequest(kVaried, kMaxTokens, "model"));
     ASSERT_TRUE(out.status.ok()) << label << ": " << out.status.error_message();

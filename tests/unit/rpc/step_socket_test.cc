@@ -15,6 +15,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/rpc/step_handler.h"
@@ -128,23 +129,30 @@ TEST_F(FramePair, ADeadlineInsideTheSpinWindowEndsTheWait) {
 }
 
 // The same calls whether both ends sleep between frames, poll around them (spin_window.h), or
-// poll all the time: Stop must end a connection thread that is polling, too.
-class StepSocketServerSpinTest : public ::testing::TestWithParam<absl::Duration> {};
+// poll all the time, and whether the frames go through the socket or shared memory
+// (step_memory.h): Stop must end a connection thread that is polling, too.
+class StepSocketServerSpinTest : public ::testing::TestWithParam<std::tuple<absl::Duration, bool>> {
+ protected:
+  absl::Duration margin() const { return std::get<0>(GetParam()); }
+  bool shared_memory() const { return std::get<1>(GetParam()); }
+};
 
-INSTANTIATE_TEST_SUITE_P(SpinMargins, StepSocketServerSpinTest,
-                         ::testing::Values(absl::ZeroDuration(), absl::Microseconds(300), absl::Seconds(60)));
+INSTANTIATE_TEST_SUITE_P(SpinMarginsAndTransports, StepSocketServerSpinTest,
+                         ::testing::Combine(::testing::Values(absl::ZeroDuration(), absl::Microseconds(300),
+                                                              absl::Seconds(60)),
+                                            ::testing::Bool()));
 
 TEST_P(StepSocketServerSpinTest, AnswersCallsInOrderAndPassesErrorsBackOnALiveConnection) {
   ScopedTempDir dir("step_socket_");
   const std::string path = dir.path() + "/w.sock.step";
-  auto server = StepSocketServer::Start(path, Echo, /*max_connections=*/16, GetParam());
+  auto server = StepSocketServer::Start(path, Echo, /*max_connections=*/16, margin());
   ASSERT_TRUE(server.ok()) << server.status();
   struct stat st;
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0600u) << "the socket must be its owner's only";
 
-  StepSocketClient client(path, GetParam());
+  StepSocketClient client(path, margin(), shared_memory());
   bool sent = false;
   for (int i = 0; i < 3; ++i) {
     absl::StatusOr<std::string> answer = client.Call(StepMethod::kVerify, std::to_string(i), absl::Seconds(10), &sent);
@@ -158,6 +166,7 @@ TEST_P(StepSocketServerSpinTest, AnswersCallsInOrderAndPassesErrorsBackOnALiveCo
   EXPECT_TRUE(absl::IsUnimplemented(client.Call(StepMethod::kPropose, "x", absl::Seconds(10)).status()));
   // The connection survived the errors.
   EXPECT_EQ(*client.Call(StepMethod::kVerify, "again", absl::Seconds(10)), "echo:again");
+  EXPECT_EQ(client.UsesSharedMemory(), shared_memory());
 
   (*server)->Stop();
   EXPECT_NE(stat(path.c_str(), &st), 0) << "Stop removes the socket file";
@@ -394,6 +403,8 @@ struct FakeWorker {
         }
         return response.SerializeAsString();
       }
+      default:
+        break;
     }
     return absl::UnimplementedError("not served here");
   }
