@@ -9,7 +9,7 @@
 #   scripts/fuzz.sh [--with-tests] [SECONDS per target (default 60)] [TARGET ...]   (default: every target)
 #
 # --with-tests first builds the CPU core's unit tests (engine, tokenizer, model files, sampling,
-# speculative core) and the corpus replays in the same sanitized build and runs them with ctest:
+# speculative core, the step sockets and their shared memory) and the corpus replays in the same sanitized build and runs them with ctest:
 # one sanitizer build serves both (scripts/test.sh). SECONDS 0 builds (and tests) without fuzzing.
 #
 # Prints one line per target: seconds, executions, corpus size, coverage, result.
@@ -38,7 +38,7 @@ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_C_FLAGS_FUZZ="-O1 -glin
   -DSPLITSPEC_FUZZ=ON -DSPLITSPEC_SANITIZE=address,undefined -DSPLITSPEC_WERROR=OFF -DSPLITSPEC_CUDA=OFF \
   -DSPLITSPEC_CUDA_EMULATION=OFF \
   "-DSPLITSPEC_COMPONENTS=common/engine;common/spec;common/metrics;common/rpc;proto;router;tests" \
-  "-DSPLITSPEC_TEST_FILTER=^(unit/(engine|tokenizer|model_io|sampling|spec)|fuzz)$" \
+  "-DSPLITSPEC_TEST_FILTER=^(unit/(engine|tokenizer|model_io|sampling|spec|rpc)|fuzz)$" \
   > build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log; exit 1; }
 # What LeakSanitizer must not report (clang's OpenMP runtime): tests/fuzz/lsan.supp.
 export LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
