@@ -222,24 +222,38 @@ absl::Status StepMemory::Read(Side side, int socket, absl::Time deadline, uint32
   return absl::OkStatus();
 }
 
-absl::Status SendStepMemory(int socket, const StepMemory& memory) {
-  if (absl::Status s = WriteStepFrame(socket, static_cast<uint32_t>(absl::StatusCode::kOk), ""); !s.ok()) return s;
+namespace {
+
+// One byte with room for one descriptor beside it (SCM_RIGHTS), as sendmsg and recvmsg take it.
+struct ByteWithDescriptor {
+  ByteWithDescriptor() {
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+  }
+  ByteWithDescriptor(const ByteWithDescriptor&) = delete;  // points into itself
+  ByteWithDescriptor& operator=(const ByteWithDescriptor&) = delete;
+
   char byte = 'M';
   iovec part{&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr message{};
-  message.msg_iov = &part;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
+};
+
+}  // namespace
+
+absl::Status SendStepMemory(int socket, const StepMemory& memory) {
+  if (absl::Status s = WriteStepFrame(socket, static_cast<uint32_t>(absl::StatusCode::kOk), ""); !s.ok()) return s;
+  ByteWithDescriptor sent;
+  cmsghdr* header = CMSG_FIRSTHDR(&sent.message);
   header->cmsg_level = SOL_SOCKET;
   header->cmsg_type = SCM_RIGHTS;
   header->cmsg_len = CMSG_LEN(sizeof(int));
   const int fd = memory.fd();
   std::memcpy(CMSG_DATA(header), &fd, sizeof(fd));
   for (;;) {
-    const ssize_t n = sendmsg(socket, &message, MSG_NOSIGNAL);
+    const ssize_t n = sendmsg(socket, &sent.message, MSG_NOSIGNAL);
     if (n == 1) return absl::OkStatus();
     if (n < 0 && errno == EINTR) continue;
     return Errno("passing the memory");
@@ -252,17 +266,10 @@ namespace {
 // without one.
 absl::StatusOr<int> ReceiveDescriptor(int socket, absl::Time deadline) {
   for (;;) {
-    char byte = 0;
-    iovec part{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr message{};
-    message.msg_iov = &part;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof(control);
-    const ssize_t n = recvmsg(socket, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    ByteWithDescriptor received;
+    const ssize_t n = recvmsg(socket, &received.message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n == 1) {
-      const cmsghdr* header = CMSG_FIRSTHDR(&message);
+      const cmsghdr* header = CMSG_FIRSTHDR(&received.message);
       if (header == nullptr || header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS ||
           header->cmsg_len != CMSG_LEN(sizeof(int))) {
         return -1;
