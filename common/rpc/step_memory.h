@@ -14,6 +14,9 @@
 // memory is sparse: pages are used as frames reach them). Calls alternate strictly on a
 // connection, so a mailbox holds one frame at a time: its writer fills the payload, then
 // publishes it by counting `published` up; its reader waits for the count to move.
+// In bytes (host order, both ends on one host): {u32 magic "SSKM", u32 version 1, u64 payload
+// room} at 0, the request's header at 64 and the answer's at 128 (four u32 each, in the order
+// above), the request's payload at 4096 and the answer's at 4096 + the payload room.
 //
 // The socket stays the connection: a reader that sleeps says so in `reader_asleep` and waits in
 // the kernel on the socket, and the writer that sees the flag after publishing rings it with one

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <future>
 #include <string>
 #include <thread>
@@ -139,6 +140,28 @@ TEST_F(MemoryPair, ADeadlineEndsTheWaitInsideOrOutsideTheSpinWindow) {
       client_->Read(Side::kClient, client_fd(), now + absl::Milliseconds(20), &word, &got)));
   EXPECT_TRUE(absl::IsDeadlineExceeded(client_->Read(Side::kClient, client_fd(), absl::Now() + absl::Milliseconds(20),
                                                      &word, &got, SpinWindow{now, now + absl::Hours(1)})));
+}
+
+// A peer can write anything into the memory: a size past the payload room, or a count that
+// skips frames, is refused before any payload is copied (the layout: step_memory.h).
+TEST_F(MemoryPair, RefusesAFrameSizeOrCountThatCannotBeOurPeers) {
+  void* raw = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, server_->fd(), 0);
+  ASSERT_NE(raw, MAP_FAILED);
+  auto* request_header = reinterpret_cast<std::atomic<uint32_t>*>(static_cast<char*>(raw) + 64);
+  // {published, reader_asleep, word, bytes}
+  request_header[3].store(kMaxStepPayloadBytes + 1);
+  request_header[0].store(1);
+  uint32_t word = 0;
+  std::string got;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  EXPECT_TRUE(absl::IsInvalidArgument(server_->Read(Side::kServer, server_fd(), deadline, &word, &got)));
+  EXPECT_TRUE(got.empty());
+
+  auto* answer_header = reinterpret_cast<std::atomic<uint32_t>*>(static_cast<char*>(raw) + 128);
+  answer_header[3].store(4);
+  answer_header[0].store(2);  // two frames at once: calls alternate, so never ours
+  EXPECT_TRUE(absl::IsInvalidArgument(client_->Read(Side::kClient, client_fd(), deadline, &word, &got)));
+  munmap(raw, 4096);
 }
 
 TEST(StepMemoryTest, MapRefusesMemoryThatIsNotAStepMemorys) {
