@@ -186,7 +186,7 @@ absl::Status StepMemory::DrainSocket(Mailbox& mailbox, uint32_t seen, int socket
 absl::Status StepMemory::Read(Side side, int socket, absl::Time deadline, uint32_t* word, std::string* payload,
                               const SpinWindow& spin) {
   Mailbox& mailbox = Reads(side);
-  absl::Time socket_checked = absl::Now();
+  absl::Time socket_checked = absl::InfinitePast();  // set on the first spin
   while (mailbox.published.load(std::memory_order_acquire) == read_) {
     const absl::Time now = absl::Now();
     if (now >= deadline) return absl::DeadlineExceededError("step socket call timed out");
@@ -194,6 +194,7 @@ absl::Status StepMemory::Read(Side side, int socket, absl::Time deadline, uint32
       // As on the socket: a thread that wants this CPU (the peer about to publish) runs first.
       sched_yield();
       // The socket's end (a peer gone, a server stopping) is seen within a millisecond.
+      if (socket_checked == absl::InfinitePast()) socket_checked = now;
       if (now - socket_checked >= absl::Milliseconds(1)) {
         socket_checked = now;
         pollfd p{socket, POLLIN, 0};
@@ -220,6 +221,17 @@ absl::Status StepMemory::Read(Side side, int socket, absl::Time deadline, uint32
   *word = mailbox.word.load(std::memory_order_relaxed);
   payload->assign(PayloadOf(mailbox), bytes);
   return absl::OkStatus();
+}
+
+absl::Status WriteConnectionFrame(StepMemory* memory, StepMemory::Side side, int socket, uint32_t word,
+                                  absl::string_view payload) {
+  return memory != nullptr ? memory->Write(side, socket, word, payload) : WriteStepFrame(socket, word, payload);
+}
+
+absl::Status ReadConnectionFrame(StepMemory* memory, StepMemory::Side side, int socket, absl::Time deadline,
+                                 uint32_t* word, std::string* payload, const SpinWindow& spin) {
+  return memory != nullptr ? memory->Read(side, socket, deadline, word, payload, spin)
+                           : ReadStepFrame(socket, deadline, word, payload, spin);
 }
 
 namespace {

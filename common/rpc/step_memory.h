@@ -91,6 +91,13 @@ class StepMemory {
   uint32_t written_ = 0;
 };
 
+// One frame on a connection, through `memory` when it has some (not null), on the socket
+// otherwise: what both ends of a step socket call, whichever way the connection went.
+absl::Status WriteConnectionFrame(StepMemory* memory, StepMemory::Side side, int socket, uint32_t word,
+                                  absl::string_view payload);
+absl::Status ReadConnectionFrame(StepMemory* memory, StepMemory::Side side, int socket, absl::Time deadline,
+                                 uint32_t* word, std::string* payload, const SpinWindow& spin = SpinWindow{});
+
 // The worker's answer to kOpenMemory: an OK frame, then one byte that carries `memory`'s
 // descriptor (SCM_RIGHTS; a byte of its own, so that reading the frame never reads past it).
 absl::Status SendStepMemory(int socket, const StepMemory& memory);

@@ -66,11 +66,11 @@ absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std:
     }
   }
   if (sent != nullptr) *sent = true;
-  const absl::Status wrote = memory_ ? memory_->Write(StepMemory::Side::kClient, fd_, static_cast<uint32_t>(method), request)
-                                     : WriteStepFrame(fd_, static_cast<uint32_t>(method), request);
-  if (!wrote.ok()) {
+  if (absl::Status s = WriteConnectionFrame(memory_.get(), StepMemory::Side::kClient, fd_,
+                                            static_cast<uint32_t>(method), request);
+      !s.ok()) {
     CloseLocked();
-    return wrote;
+    return s;
   }
   const absl::Time written = absl::Now();
   if (after_send) after_send();
@@ -79,8 +79,8 @@ absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std:
   uint32_t code = 0;
   std::string payload;
   const SpinWindow window = spin.Window(written);
-  const absl::Status read = memory_ ? memory_->Read(StepMemory::Side::kClient, fd_, deadline, &code, &payload, window)
-                                    : ReadStepFrame(fd_, deadline, &code, &payload, window);
+  const absl::Status read =
+      ReadConnectionFrame(memory_.get(), StepMemory::Side::kClient, fd_, deadline, &code, &payload, window);
   if (read.ok()) spin.Observe(absl::Now() - written);
   if (absl::Status s = read; !s.ok()) {
     CloseLocked();

@@ -125,17 +125,10 @@ void StepSocketServer::Serve(int fd) {
   absl::Time answered = absl::InfinitePast();
   // Set when the client asks for it: every frame after that goes through it.
   std::unique_ptr<StepMemory> memory;
-  auto read = [&] {
-    return memory ? memory->Read(StepMemory::Side::kServer, fd, absl::InfiniteFuture(), &word, &request, window)
-                  : ReadStepFrame(fd, absl::InfiniteFuture(), &word, &request, window);
-  };
-  auto write = [&](absl::StatusCode code, absl::string_view payload) {
-    return memory ? memory->Write(StepMemory::Side::kServer, fd, static_cast<uint32_t>(code), payload)
-                  : WriteStepFrame(fd, static_cast<uint32_t>(code), payload);
-  };
+  constexpr StepMemory::Side kSide = StepMemory::Side::kServer;
   // Ends when the client disconnects, sends something that is not a frame, or Stop shuts the
   // descriptor down.
-  while (read().ok()) {
+  while (ReadConnectionFrame(memory.get(), kSide, fd, absl::InfiniteFuture(), &word, &request, window).ok()) {
     if (static_cast<StepMethod>(word) == StepMethod::kOpenMemory) {
       if (!OpenMemory(fd, &memory)) break;
       continue;
@@ -143,8 +136,10 @@ void StepSocketServer::Serve(int fd) {
     if (answered != absl::InfinitePast()) spin.Observe(absl::Now() - answered);
     std::function<void()> after_sent;
     const absl::StatusOr<std::string> answer = handler_(static_cast<StepMethod>(word), request, &after_sent);
-    const absl::Status sent =
-        answer.ok() ? write(absl::StatusCode::kOk, *answer) : write(answer.status().code(), answer.status().message());
+    // An answer's word is its status code (OK: the response follows; otherwise the message).
+    const absl::string_view payload = answer.ok() ? absl::string_view(*answer) : answer.status().message();
+    const absl::Status sent = WriteConnectionFrame(memory.get(), kSide, fd,
+                                                   static_cast<uint32_t>(answer.status().code()), payload);
     answered = absl::Now();
     if (after_sent) after_sent();
     if (!sent.ok()) break;
