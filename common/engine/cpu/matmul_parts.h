@@ -95,12 +95,13 @@ inline void PlanMeetingRanges(int64_t n, int n_threads, MeetingRange* ranges) {
   }
 }
 
-// Calls visit(index, direction) for every index in [0, n) once, from the threads of the
-// enclosing parallel region, whose team size `ranges` was planned for (PlanMeetingRanges): in
-// each pair's range the even thread walks up, visiting with direction +1, and the odd one walks
-// down (-1) until they meet; an odd one out walks its range up alone.
-template <typename VisitFn>
-void VisitMeetingInTheMiddle(int64_t n, MeetingRange* ranges, VisitFn&& visit) {
+// Calls claim(first, count, direction) for runs [first, first + count) that together cover [0, n)
+// once, from the threads of the enclosing parallel region, whose team size `ranges` was planned
+// for (PlanMeetingRanges): in each pair's range the even thread claims runs up from the start
+// (direction +1) and the odd one runs down from the end (-1) until they meet; an odd one out
+// claims its range alone, upwards.
+template <typename ClaimFn>
+void ClaimMeetingInTheMiddle(int64_t n, MeetingRange* ranges, ClaimFn&& claim) {
   const int thread = omp_get_thread_num();
   const int pair = thread / 2;
   const bool walks_down = thread % 2 == 1;
@@ -108,20 +109,69 @@ void VisitMeetingInTheMiddle(int64_t n, MeetingRange* ranges, VisitFn&& visit) {
   MeetingRange& range = ranges[pair];
   for (int64_t granted = range.Claim(); granted > 0; granted = range.Claim()) {
     if (walks_down) {
-      for (int64_t i = 0; i < granted; ++i) visit(--high, -1);
+      high -= granted;
+      claim(high, granted, -1);
     } else {
-      for (int64_t i = 0; i < granted; ++i) visit(low++, +1);
+      claim(low, granted, +1);
+      low += granted;
+    }
+  }
+}
+
+// Calls visit(index, direction) for the indices of the run [first, first + count), upwards for
+// direction +1 and downwards for -1.
+template <typename VisitFn>
+inline void VisitRun(int64_t first, int64_t count, int direction, VisitFn&& visit) {
+  for (int64_t i = 0; i < count; ++i) visit(direction > 0 ? first + i : first + count - 1 - i, direction);
+}
+
+// Calls visit(index, direction) for every index in [0, n) once, as ClaimMeetingInTheMiddle
+// shares them out: the thread walking up visits its runs' indices upwards, the one walking
+// down downwards.
+template <typename VisitFn>
+void VisitMeetingInTheMiddle(int64_t n, MeetingRange* ranges, VisitFn&& visit) {
+  ClaimMeetingInTheMiddle(n, ranges, [&](int64_t first, int64_t count, int direction) {
+    VisitRun(first, count, direction, visit);
+  });
+}
+
+// Calls claim(first, count, direction) for runs that together cover [0, n) once: shared out in
+// one parallel region (a fork/join per projection would cost more than a small projection's
+// compute) by ClaimMeetingInTheMiddle, or as one run on this thread when `parallel` is unset or
+// there is one thread.
+template <typename ClaimFn>
+void ForEachClaim(int64_t n, bool parallel, ClaimFn&& claim) {
+  const int max_threads = omp_get_max_threads();
+  if (!parallel || max_threads == 1) {
+    if (n > 0) claim(int64_t{0}, n, +1);
+    return;
+  }
+  // The ranges are set up here rather than inside the region, which would cost every
+  // projection one more barrier; they are planned for max_threads, and a team that came out
+  // smaller (OpenMP may give fewer) splits [0, n) statically instead.
+  thread_local std::vector<MeetingRange> storage;  // shared with the workers by pointer
+  if (storage.size() < static_cast<size_t>(max_threads)) storage = std::vector<MeetingRange>(max_threads);
+  MeetingRange* ranges = storage.data();
+  PlanMeetingRanges(n, max_threads, ranges);
+#pragma omp parallel num_threads(max_threads)
+  {
+    const int n_threads = omp_get_num_threads();
+    if (n_threads == max_threads) {
+      ClaimMeetingInTheMiddle(n, ranges, claim);
+    } else {
+      const int thread = omp_get_thread_num();
+      const int64_t first = n * thread / n_threads;
+      const int64_t end = n * (thread + 1) / n_threads;
+      if (end > first) claim(first, end - first, +1);
     }
   }
 }
 
 // Calls block(std::integral_constant<int, RB>, row0, part, direction) for every run of rows:
-// the full blocks of kRowBlock rows of all parts form one index space, shared out in one
-// parallel region (a fork/join per projection would cost more than a small projection's
-// compute) by VisitMeetingInTheMiddle, or run in order on this thread when `parallel` is unset
-// or there is one thread; the rows left at the end of a part (< kRowBlock) then run serially
-// with RB = 1. Every output element has one owner, whichever thread it is, so
-// threading never changes a result.
+// the full blocks of kRowBlock rows of all parts form one index space, shared out by
+// ForEachClaim and visited in each run's direction; the rows left at the end of a part
+// (< kRowBlock) then run serially with RB = 1. Every output element has one owner, whichever
+// thread it is, so threading never changes a result.
 template <int kRowBlock, typename BlockFn>
 void ForEachRowBlock(absl::Span<const OutputPart> parts, bool parallel, BlockFn&& block) {
   int64_t n_blocks = 0;
@@ -132,30 +182,9 @@ void ForEachRowBlock(absl::Span<const OutputPart> parts, bool parallel, BlockFn&
     while (local >= parts[p].n_cols / kRowBlock) local -= parts[p++].n_cols / kRowBlock;
     block(std::integral_constant<int, kRowBlock>{}, parts[p].first_row + local * kRowBlock, parts[p], direction);
   };
-  const int max_threads = omp_get_max_threads();
-  if (parallel && max_threads > 1) {
-    // The ranges are set up here rather than inside the region, which would cost every
-    // projection one more barrier; they are planned for max_threads, and a team that came out
-    // smaller (OpenMP may give fewer) splits the blocks statically instead.
-    thread_local std::vector<MeetingRange> storage;  // shared with the workers by pointer
-    if (storage.size() < static_cast<size_t>(max_threads)) storage = std::vector<MeetingRange>(max_threads);
-    MeetingRange* ranges = storage.data();
-    PlanMeetingRanges(n_blocks, max_threads, ranges);
-#pragma omp parallel num_threads(max_threads)
-    {
-      const int n_threads = omp_get_num_threads();
-      if (n_threads == max_threads) {
-        VisitMeetingInTheMiddle(n_blocks, ranges, visit);
-      } else {
-        const int thread = omp_get_thread_num();
-        for (int64_t index = n_blocks * thread / n_threads; index < n_blocks * (thread + 1) / n_threads; ++index) {
-          visit(index, +1);
-        }
-      }
-    }
-  } else {
-    for (int64_t index = 0; index < n_blocks; ++index) visit(index, +1);
-  }
+  ForEachClaim(n_blocks, parallel, [&](int64_t first, int64_t count, int direction) {
+    VisitRun(first, count, direction, visit);
+  });
   for (const OutputPart& part : parts) {
     for (int64_t col = part.n_cols / kRowBlock * kRowBlock; col < part.n_cols; ++col) {
       block(std::integral_constant<int, 1>{}, part.first_row + col, part, +1);

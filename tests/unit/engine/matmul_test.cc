@@ -95,32 +95,30 @@ INSTANTIATE_TEST_SUITE_P(
 // A fused projection (q, k, v as one weight matrix) must give each part exactly the bits of a
 // separate MatMul over that part's rows, with part sizes that do not fill whole row blocks; the
 // interface's default implementation (what a backend without an override runs) must agree too.
-class MatMulSplitTest : public ::testing::TestWithParam<DType> {};
-
-TEST_P(MatMulSplitTest, EachPartEqualsItsOwnMatMulBitForBit) {
-  const DType dtype = GetParam();
-  std::unique_ptr<Backend> backend = CreateCpuBackend();
-  const std::vector<int64_t> part_rows = {13, 8, 3};
-  const int64_t n_rows = 24, n_in = 70, n_tokens = 6;
+// Here for parts of part_rows rows, n_in inputs and n_tokens tokens, with and without bias.
+void SplitEqualsSeparate(Backend& backend, DType dtype, const std::vector<int64_t>& part_rows, int64_t n_in,
+                         int64_t n_tokens) {
+  int64_t n_rows = 0;
+  for (int64_t rows : part_rows) n_rows += rows;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  Tensor w = RandomWeights(*backend, dtype, n_rows, n_in, rng);
-  Tensor bias = *backend->Allocate(DType::kF32, 1, n_rows);
+  Tensor w = RandomWeights(backend, dtype, n_rows, n_in, rng);
+  Tensor bias = *backend.Allocate(DType::kF32, 1, n_rows);
   for (int64_t i = 0; i < n_rows; ++i) bias.f32()[i] = normal(rng);
-  Tensor x = *backend->Allocate(DType::kF32, n_tokens, n_in);
+  Tensor x = *backend.Allocate(DType::kF32, n_tokens, n_in);
   for (int64_t i = 0; i < x.n_elements(); ++i) x.f32()[i] = normal(rng);
 
   for (const bool with_bias : {false, true}) {
     std::vector<Tensor> fused, fallback, separate;
     int64_t first = 0;
     for (int64_t rows : part_rows) {
-      fused.push_back(*backend->Allocate(DType::kF32, n_tokens, rows));
-      fallback.push_back(*backend->Allocate(DType::kF32, n_tokens, rows));
-      separate.push_back(*backend->Allocate(DType::kF32, n_tokens, rows));
+      fused.push_back(*backend.Allocate(DType::kF32, n_tokens, rows));
+      fallback.push_back(*backend.Allocate(DType::kF32, n_tokens, rows));
+      separate.push_back(*backend.Allocate(DType::kF32, n_tokens, rows));
       const size_t row_bytes = static_cast<size_t>(n_in) * DTypeSize(dtype);
       const Tensor part{static_cast<uint8_t*>(w.data) + first * row_bytes, dtype, rows, n_in};
       const Tensor part_bias{bias.f32() + first, DType::kF32, 1, rows};
-      backend->MatMul(x, part, with_bias ? &part_bias : nullptr, separate.back());
+      backend.MatMul(x, part, with_bias ? &part_bias : nullptr, separate.back());
       first += rows;
     }
     std::vector<Tensor*> fused_outs, fallback_outs;
@@ -128,17 +126,40 @@ TEST_P(MatMulSplitTest, EachPartEqualsItsOwnMatMulBitForBit) {
       fused_outs.push_back(&fused[i]);
       fallback_outs.push_back(&fallback[i]);
     }
-    backend->MatMulSplit(x, w, with_bias ? &bias : nullptr, fused_outs);
-    backend->Backend::MatMulSplit(x, w, with_bias ? &bias : nullptr, fallback_outs);
+    backend.MatMulSplit(x, w, with_bias ? &bias : nullptr, fused_outs);
+    backend.Backend::MatMulSplit(x, w, with_bias ? &bias : nullptr, fallback_outs);
     for (size_t i = 0; i < part_rows.size(); ++i) {
       const size_t bytes = separate[i].n_bytes();
       EXPECT_EQ(std::memcmp(fused[i].data, separate[i].data, bytes), 0) << "part " << i << " bias " << with_bias;
       EXPECT_EQ(std::memcmp(fallback[i].data, separate[i].data, bytes), 0) << "part " << i << " bias " << with_bias;
     }
     for (auto* list : {&fused, &fallback, &separate})
-      for (Tensor& t : *list) backend->Free(t);
+      for (Tensor& t : *list) backend.Free(t);
   }
-  for (Tensor* t : {&w, &bias, &x}) backend->Free(*t);
+  for (Tensor* t : {&w, &bias, &x}) backend.Free(*t);
+}
+
+class MatMulSplitTest : public ::testing::TestWithParam<DType> {};
+
+// A small split runs on one thread; a large one on two. One token takes the decode path, whose
+// row streams run down as well as up across the parts' boundaries; six take the row blocks.
+TEST_P(MatMulSplitTest, EachPartEqualsItsOwnMatMulBitForBit) {
+  const DType dtype = GetParam();
+  std::unique_ptr<Backend> backend = CreateCpuBackend();
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  struct Shape {
+    std::vector<int64_t> part_rows;
+    int64_t n_in;
+  };
+  for (const Shape& shape : {Shape{{13, 8, 3}, 70}, Shape{{100, 61, 101}, 256}}) {
+    for (const int64_t n_tokens : {1, 6}) {
+      SCOPED_TRACE(::testing::Message() << shape.part_rows.size() << " parts of " << shape.n_in << " inputs, "
+                                        << n_tokens << " tokens");
+      SplitEqualsSeparate(*backend, dtype, shape.part_rows, shape.n_in, n_tokens);
+    }
+  }
+  omp_set_num_threads(saved_threads);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, MatMulSplitTest, ::testing::Values(DType::kF32, DType::kF16, DType::kBF16));
