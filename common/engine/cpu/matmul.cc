@@ -121,11 +121,12 @@ void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, 
 // one row from each), each asking for its rows kStreamPrefetchBytes ahead. Short streams (the
 // kRowBlock adjacent rows of a block) end before the hardware prefetchers ramp up, and a thread
 // waits at every new block; long ones keep them running. The medium model's batch-1 decode, 2
-// threads, row blocks and streams alternating step by step in one process, medians of 30-40
-// steps each: F32 with 8 streams 12.46 -> 12.09 and 10.78 -> 10.25 ms (4 streams 12.00, 1
-// stream 11.90), BF16 with 1 stream 6.24 -> 5.77 and 6.32 -> 5.99 ms (4 streams: no gain, 8:
-// slower), F16 with 1 stream 6.70 -> 6.39 and 6.53 -> 6.25 ms. Several tokens are a compute tile
-// each, where the row blocks measured faster (BF16 16 tokens 18.7 against 20.1 ms as 4 streams).
+// threads, the traversals alternating step by step in one process, medians of 30-40 steps, two
+// runs: F32 row blocks 12.80 and 11.38 ms, 8 streams 12.09 and 10.25 (4 streams 12.46 and 10.78);
+// BF16 row blocks 6.89 and 6.40, 1 stream 6.61 and 6.09 (4 streams no faster than row blocks,
+// 8 slower than 4); F16 row blocks 6.63 and 6.56, 1 stream 6.39 and 6.25. Several tokens are a
+// compute tile each, where row blocks measured faster for BF16 (16 tokens 18.7-19.0 against
+// 20.1-20.4 ms as 4 streams) and slower for F32 (27.5-27.7 against 26.2): one rule, row blocks.
 template <typename Format>
 constexpr int kDecodeStreams = 1;
 template <>
