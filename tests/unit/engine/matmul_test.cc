@@ -204,11 +204,12 @@ TEST(MeetingInTheMiddleTest, VisitsEveryIndexOnceEachWalkerInItsDirection) {
 }
 
 // Whatever the number of threads sharing a projection (pairs, an odd one out), every output has
-// the bits of the one-thread result.
+// the bits of the one-thread result: for one token (row streams) and for five (row blocks).
 TEST(MatMulThreadsTest, AnyThreadCountGivesTheOneThreadBits) {
   std::unique_ptr<Backend> backend = CreateCpuBackend();
-  for (const DType dtype : {DType::kF32, DType::kBF16}) {
-    const int64_t n_out = 262, n_in = 256, n_tokens = 5;  // big enough for a parallel region
+  for (const auto& [dtype, n_tokens] : std::vector<std::pair<DType, int64_t>>{
+           {DType::kF32, 1}, {DType::kBF16, 1}, {DType::kF32, 5}, {DType::kBF16, 5}}) {
+    const int64_t n_out = 262, n_in = 256;  // big enough for a parallel region
     std::mt19937 rng(11);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     Tensor w = RandomWeights(*backend, dtype, n_out, n_in, rng);
@@ -224,7 +225,7 @@ TEST(MatMulThreadsTest, AnyThreadCountGivesTheOneThreadBits) {
     omp_set_num_threads(saved_threads);
     for (size_t i = 1; i < outs.size(); ++i) {
       EXPECT_EQ(std::memcmp(outs[i].data, outs[0].data, outs[0].n_bytes()), 0)
-          << DTypeName(dtype) << " with " << i + 1 << " threads";
+          << DTypeName(dtype) << ", " << n_tokens << " tokens, with " << i + 1 << " threads";
     }
     for (Tensor& t : outs) backend->Free(t);
     for (Tensor* t : {&w, &x}) backend->Free(*t);
