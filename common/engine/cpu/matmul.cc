@@ -34,18 +34,18 @@ constexpr int kTokenBlock = 4;
 #endif
 constexpr int64_t kTokenTile = 128;  // activations of one tile stay in L2 while W streams
 
-// result[r][t] = dot(w_rows[r], x_rows[t]) for an RB x TB tile. When `prefetch` is set, the
-// RB rows' worth of bytes starting there are prefetched, kPrefetchBytesPerStep per k-step.
-template <typename Format, int RB, int TB>
+// result[r][t] = dot(w_rows[r], x_rows[t]) for an RB x TB tile; prefetch_step(step) is called
+// at each k-step (step = k / kLanes) to ask for weights ahead of use. This is the one place the
+// accumulation order is written: one accumulator per output, K in order.
+template <typename Format, int RB, int TB, typename PrefetchFn>
 inline void DotTile(const uint8_t* const* w_rows, const float* const* x_rows, int64_t n_in,
-                    const char* prefetch, float result[RB][TB]) {
-  constexpr int kPrefetchBytesPerStep = RB * Format::kVectorBytes;
+                    PrefetchFn&& prefetch_step, float result[RB][TB]) {
   VecF acc[RB][TB];
   for (int r = 0; r < RB; ++r)
     for (int t = 0; t < TB; ++t) acc[r][t] = Zero();
   int64_t k = 0;
   for (; k + kLanes <= n_in; k += kLanes) {
-    PrefetchStep(prefetch, k / kLanes, kPrefetchBytesPerStep);
+    prefetch_step(k / kLanes);
     VecF xv[TB];
     for (int t = 0; t < TB; ++t) xv[t] = Load(x_rows[t] + k);
     for (int r = 0; r < RB; ++r) {
@@ -71,7 +71,10 @@ inline void TokenTiles(const uint8_t* const* w_rows, int64_t n_in, int64_t row0,
                        const char*& prefetch) {
   for (; t + TB <= t_end; t += TB) {
     float result[RB][TB];
-    DotTile<Format, RB, TB>(w_rows, x_rows + t, n_in, prefetch, result);
+    // When `prefetch` is set, the RB rows' worth of bytes starting there, RB vectors' bytes a step.
+    DotTile<Format, RB, TB>(
+        w_rows, x_rows + t, n_in,
+        [prefetch](int64_t step) { PrefetchStep(prefetch, step, RB * Format::kVectorBytes); }, result);
     prefetch = nullptr;
     for (int r = 0; r < RB; ++r)
       for (int j = 0; j < TB; ++j)
@@ -135,41 +138,17 @@ constexpr int kDecodeStreams<F32Weights> = 8;
 // 3 KB measured the same for F32 and slower for BF16, 12 KB slower for BF16.
 constexpr size_t kStreamPrefetchBytes = 6144;
 
-// result[r] = dot(w_rows[r], x) for RB rows; with `prefetch`, each row's bytes from prefetch[r]
-// are asked for as the step reaches a new cache line of them.
-template <typename Format, int RB>
-inline void DotRows(const uint8_t* const* w_rows, const float* x, int64_t n_in, const uint8_t* const* prefetch,
-                    float result[RB]) {
-  VecF acc[RB];
-  for (int r = 0; r < RB; ++r) acc[r] = Zero();
-  int64_t k = 0;
-  for (; k + kLanes <= n_in; k += kLanes) {
-    const size_t offset = static_cast<size_t>(k / kLanes) * Format::kVectorBytes;
-    if (prefetch != nullptr && offset % kCacheLine < Format::kVectorBytes) {
-      for (int r = 0; r < RB; ++r) PrefetchToL2(prefetch[r] + offset);
-    }
-    const VecF xv = Load(x + k);
-    for (int r = 0; r < RB; ++r) acc[r] = Fma(Format::Load(w_rows[r], k), xv, acc[r]);
-  }
-  for (int r = 0; r < RB; ++r) {
-    float sum = ReduceAdd(acc[r]);
-    for (int64_t kk = k; kk < n_in; ++kk) sum += Format::Scalar(w_rows[r], kk) * x[kk];
-    result[r] = sum;
-  }
-}
-
-// Where W row `row`'s output goes: column `col` of part `out` (with its bias, 0 without one).
+// Where W row `row`'s output goes: column `col` of part `out`, plus its bias (0 without one).
 struct RowOutput {
   float* out;
   int64_t col;
-  int64_t n_cols;
   float bias;
 };
 
 inline RowOutput OutputOf(absl::Span<const OutputPart> parts, const float* bias, int64_t row) {
   size_t p = 0;
   while (row >= parts[p].first_row + parts[p].n_cols) ++p;
-  return {parts[p].out, row - parts[p].first_row, parts[p].n_cols, bias ? bias[row] : 0.0f};
+  return {parts[p].out, row - parts[p].first_row, bias ? bias[row] : 0.0f};
 }
 
 // Rows [first, first + kStreams * count) of W against one token x, as kStreams streams of
@@ -178,7 +157,6 @@ inline RowOutput OutputOf(absl::Span<const OutputPart> parts, const float* bias,
 template <typename Format, int kStreams>
 void StreamRun(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t first, int64_t count, int direction,
                int64_t prefetch_rows, absl::Span<const OutputPart> parts, const float* bias, const float* x) {
-  RowOutput outputs[kStreams];
   for (int64_t step = 0; step < count; ++step) {
     const int64_t i = direction > 0 ? step : count - 1 - step;
     const int64_t ahead = i + direction * prefetch_rows;
@@ -186,21 +164,22 @@ void StreamRun(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t first, 
     const uint8_t* w_rows[kStreams];
     const uint8_t* prefetch_at[kStreams];
     for (int s = 0; s < kStreams; ++s) {
-      const int64_t row = first + s * count + i;
-      w_rows[s] = w + row * row_bytes;
-      if (prefetch) prefetch_at[s] = w + (row + direction * prefetch_rows) * row_bytes;
-      // A stream stays in one part (q, k or v of a fused projection) until it crosses into the next.
-      const int64_t next_col = step == 0 ? -1 : outputs[s].col + direction;
-      if (next_col < 0 || next_col >= outputs[s].n_cols) {
-        outputs[s] = OutputOf(parts, bias, row);
-      } else {
-        outputs[s].col = next_col;
-        outputs[s].bias = bias ? bias[row] : 0.0f;
-      }
+      w_rows[s] = w + (first + s * count + i) * row_bytes;
+      prefetch_at[s] = prefetch ? w + (first + s * count + ahead) * row_bytes : nullptr;
     }
-    float result[kStreams];
-    DotRows<Format, kStreams>(w_rows, x, n_in, prefetch ? prefetch_at : nullptr, result);
-    for (int s = 0; s < kStreams; ++s) outputs[s].out[outputs[s].col] = result[s] + outputs[s].bias;
+    // Each stream's row ahead, a cache line as the step reaches a new one.
+    auto prefetch_step = [&](int64_t k_step) {
+      const size_t offset = static_cast<size_t>(k_step) * Format::kVectorBytes;
+      if (!prefetch || offset % kCacheLine >= Format::kVectorBytes) return;
+      for (int s = 0; s < kStreams; ++s) PrefetchToL2(prefetch_at[s] + offset);
+    };
+    float result[kStreams][1];
+    DotTile<Format, kStreams, 1>(w_rows, &x, n_in, prefetch_step, result);
+    for (int s = 0; s < kStreams; ++s) {
+      // A stream may cross from one part of a fused projection (q, k, v) into the next.
+      const RowOutput o = OutputOf(parts, bias, first + s * count + i);
+      o.out[o.col] = result[s][0] + o.bias;
+    }
   }
 }
 
