@@ -102,6 +102,12 @@ class SpeculationPolicy {
   // Asked once per new request at admission: false marks it non-speculative (SmartSpec's
   // prefill disabling: the drafter does not see it) until ResumeSpeculation says otherwise.
   virtual bool SpeculateNewRequest() { return true; }
+  // Whether a request admitted speculative is expected to draft even while the recent steps
+  // drafted nothing: true for a policy whose admission (SpeculateNewRequest) judges whether
+  // drafting would pay every step. The router then has the drafter prefill every speculative
+  // request beside the verifier's prefill; otherwise only while the policy drafts, since a
+  // request that never drafts would make that prefill the drafter's work for nothing.
+  virtual bool AdmissionExpectsDrafting() const { return false; }
   // Asked each step for every request admitted non-speculative: true lets it draft from now on
   // (its drafter session is built by its next Propose, from its whole history, as after a
   // drafter failure). A decision taken at admission can outlive what it was taken on: one

@@ -32,8 +32,11 @@ void RouterCore::ChooseSpeculation(Active& r, int32_t max_k) {
 std::vector<RouterCore::AheadCall> RouterCore::PlanPrefillDrafts(const std::vector<Active*>& requests,
                                                                  int32_t max_k) {
   // Only while the policy drafts: when it decodes plainly (or has not drafted yet) the request
-  // may never draft, and its prefill would be the drafter's work for nothing.
-  if (recent_k_ <= 0) return {};
+  // may never draft, and its prefill would be the drafter's work for nothing. Unless its
+  // admission already judged that it should draft (SmartSpec): a request left to catch up on
+  // its whole prompt is charged for it by goodput, decodes plainly, falls further behind, and
+  // the policy's recent steps never draft again.
+  if (recent_k_ <= 0 && !policy_->AdmissionExpectsDrafting()) return {};
   std::map<std::string, AheadCall> by_pool;
   for (Active* r : requests) {
     if (r->started || !r->speculative || r->pool.empty() || drafters_.count(r->pool) == 0) continue;

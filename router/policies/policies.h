@@ -67,8 +67,11 @@ class StaticTreePolicy : public SpeculationPolicy {
 // Prefill disabling: when, in more than the threshold of the last `prefill_window` steps,
 // goodput would have proposed nothing even with every request of the batch speculative
 // (pool estimates), new requests are admitted non-speculative. Judging the counterfactual
-// batch, not the actual one, keeps the switch from locking itself off (see the .cc). A request
-// so admitted resumes drafting once that share has fallen to `prefill_resume_threshold` (lower,
+// batch, not the actual one, keeps the switch from locking itself off (see the .cc); so does
+// prefilling the drafter of every request admitted speculative, even while recent steps drafted
+// nothing (AdmissionExpectsDrafting: a request left to catch up on its prompt is priced out of
+// drafting by that catch-up, and would keep the policy's steps at k = 0). A request admitted
+// non-speculative resumes drafting once that share has fallen to `prefill_resume_threshold` (lower,
 // so that load hovering at the threshold does not pay drafter prefills for requests that will
 // not speculate); at one client this is what speculation paying again looks like.
 // Exploring: a pool's acceptance is only learnt from its verified drafts, and before any it is
@@ -95,6 +98,8 @@ class SmartSpecPolicy : public SpeculationPolicy {
   std::vector<ProposalChoice> DecideProposals(const PolicyInput& input) override;
   bool SpeculateNewRequest() override;
   bool ResumeSpeculation() override;
+  // Admission is the prefill-disabling judgement, made on the steady state (see Decide).
+  bool AdmissionExpectsDrafting() const override { return true; }
   nlohmann::json Describe() const override;
   double ZeroFraction() const;
 

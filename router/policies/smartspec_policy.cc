@@ -53,11 +53,18 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
   bool all_speculative = true;
   for (size_t i = 0; i < run; ++i) all_speculative &= items[i].speculative;
   // The prefill-disabling signal is "would speculation pay for this batch if everyone could
-  // speculate". Using the actual decision instead feeds back on itself: once a few requests
-  // are non-speculative, drafting for the rest no longer amortises the drafter's fixed cost,
-  // goodput says 0, and ever more new requests get admitted non-speculative.
+  // speculate, every step". Using the actual decision instead feeds back on itself: once a few
+  // requests are non-speculative, drafting for the rest no longer amortises the drafter's fixed
+  // cost, goodput says 0, and ever more new requests get admitted non-speculative. Likewise a
+  // request whose drafter must catch up (admitted or resumed without a drafter prefill) is
+  // charged for it and decodes plainly, which says nothing about the steady state: counted as
+  // "nothing", it kept the share high, the next request was admitted non-speculative, resumed
+  // with its whole history to catch up, and so on, for good. The actual decision stands in for
+  // the steady one only when it is the same question: every request speculative, none behind.
+  const bool none_behind = std::all_of(items.begin(), items.begin() + run,
+                                       [](const GoodputItem& item) { return item.draft_catch_up <= 0; });
   bool nothing;
-  if (all_speculative && !config_.per_request && v > 0) {
+  if (all_speculative && none_behind && !config_.per_request && v > 0) {
     nothing = std::all_of(k.begin(), k.begin() + run, [](int32_t x) { return x == 0; });
   } else {
     std::vector<GoodputItem> all = items;

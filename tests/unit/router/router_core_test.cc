@@ -544,7 +544,8 @@ TEST(RouterCoreTest, PoolSelectionPrefersTheMoreAccurateDrafter) {
 
 TEST(RouterCoreTest, SmartSpecDisablesDrafterPrefillWhenSpeculationNeverPays) {
   // With an absurdly expensive drafter goodput always picks k = 0, so after the window fills
-  // new requests are admitted non-speculative and never reach the drafter.
+  // new requests are admitted non-speculative and never reach the drafter. (The first one,
+  // admitted before anything was judged, is speculative: its drafter prefills it.)
   Harness h("smartspec", RouterOptions{}, {{"prefill_window", 4}});
   LatencyModel expensive;
   expensive.set_drafter("pool0", DrafterCost{false, {0, 0, 10.0}, 0});
@@ -561,9 +562,51 @@ TEST(RouterCoreTest, SmartSpecDisablesDrafterPrefillWhenSpeculationNeverPays) {
   ASSERT_TRUE(second.ok());
   h.RunUntilIdle();
   EXPECT_EQ(h.out[*second].tokens, ReferenceGeneration(Prompt(301, 8), 20));
-  EXPECT_TRUE(h.drafters[0]->proposed_ids.empty());
+  EXPECT_EQ(h.drafters[0]->proposed_ids.count(*second), 0u);
   EXPECT_GT(h.core->Snapshot().policy_state["disabled_prefills"].get<int64_t>(), 0);
   EXPECT_EQ(h.core->Snapshot().policy_state["resumed_requests"].get<int64_t>(), 0);
+}
+
+// After a stretch where drafting did not pay, smartspec must be able to draft again once its
+// steady state says it pays. Here the first request's drafter misses every guess, so smartspec
+// stops drafting; the pool's estimate then goes stale and relaxes to the prior, at which chains
+// pay every step, and the drafter now lands every guess. A later request must draft: admitted
+// speculative (the prefill-disabling share counts what drafting would pay every step, not the
+// first request's k = 0, which only its catch-up priced out) and with its drafter prefilled
+// beside the verifier (otherwise its whole prompt to catch up prices every chain out, it never
+// drafts, and neither does any request after it). Output is the target's throughout.
+TEST(RouterCoreTest, SmartSpecDraftsAgainAfterAStretchWithoutDrafting) {
+  LatencyModel model;
+  model.set_target(ForwardCoefficients{0.0, 0.0005, 0.004});
+  model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0002, 0.0002}, 0});
+  Harness h("smartspec");
+  h.drafters[0]->set_accuracy(0.0);
+  // Chains only: trees have estimates of their own, whose drafts would keep measuring the pool.
+  auto p = MakePolicy("smartspec", {{"trees", false}});
+  ASSERT_TRUE(p.ok());
+  h.core = std::make_unique<RouterCore>(RouterOptions{}, &h.verifier, DrafterPools{{"pool0", h.drafters[0].get()}},
+                                        std::move(*p), model, &h.clock);
+  ASSERT_TRUE(h.core->Init().ok());
+  auto first = h.Submit(Prompt(330, 300), 80);
+  ASSERT_TRUE(first.ok());
+  h.RunUntilIdle();
+  EXPECT_EQ(h.out[*first].tokens, ReferenceGeneration(Prompt(330, 300), 80));
+  const Usage& missed = h.out[*first].final_event.usage;
+  EXPECT_EQ(missed.accepted_tokens, 0);
+  // It stopped drafting: most of its steps drafted nothing.
+  EXPECT_LT(missed.drafted_tokens, missed.steps / 2) << h.core->Snapshot().policy_state.dump();
+
+  h.drafters[0]->set_accuracy(1.0);
+  for (int32_t seed : {331, 332}) {
+    auto next = h.Submit(Prompt(seed, 300), 40);
+    ASSERT_TRUE(next.ok());
+    h.RunUntilIdle();
+    EXPECT_EQ(h.out[*next].tokens, ReferenceGeneration(Prompt(seed, 300), 40));
+    const Usage& usage = h.out[*next].final_event.usage;
+    EXPECT_GE(usage.accepted_tokens, usage.completion_tokens / 4)
+        << "request " << seed << ": " << h.core->Snapshot().policy_state.dump();
+  }
+  EXPECT_TRUE(h.drafters[0]->protocol_errors.empty());
 }
 
 // A drafter that lands every guess but whose forwards cost a third of the target's: at the
