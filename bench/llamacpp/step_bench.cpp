@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   llama_model* model = llama_model_load_from_file(argv[1], mp);
   if (!model) { std::fprintf(stderr, "load failed\n"); return 1; }
   llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = 512; cp.n_batch = 128; cp.n_ubatch = 128;
+  cp.n_ctx = std::max(512, context + steps + 64); cp.n_batch = 128; cp.n_ubatch = 128;
   cp.n_threads = threads; cp.n_threads_batch = threads;
   cp.no_perf = true;
   llama_context* ctx = llama_init_from_model(model, cp);
@@ -36,8 +36,13 @@ int main(int argc, char** argv) {
       batch.logits[i] = all_logits || i == n - 1;
     }
   };
-  fill(context, 0, 0, false);
-  if (llama_decode(ctx, batch)) { std::fprintf(stderr, "prefill failed\n"); return 1; }
+  // The prefill in batches of at most n_batch tokens (a longer context is several calls).
+  for (int pos0 = 0; pos0 < context; pos0 += 128) {
+    const int n = std::min(128, context - pos0);
+    fill(n, pos0, 0, false);
+    for (int i = 0; i < n; ++i) batch.token[i] = tok(pos0 + i, 0);
+    if (llama_decode(ctx, batch)) { std::fprintf(stderr, "prefill failed\n"); return 1; }
+  }
   std::vector<double> t1;
   for (int s = 0; s < steps + 2; ++s) {
     batch.n_tokens = 1; batch.token[0] = (s * 31) % n_vocab; batch.pos[0] = context + s;

@@ -12,6 +12,7 @@
 
 #include "common/engine/cpu/kernels.h"
 #include "common/engine/cpu/simd.h"
+#include "common/engine/cpu/vector_exp.h"
 
 namespace splitspec::engine::cpu {
 namespace {
@@ -63,6 +64,83 @@ struct WorkItem {
   int32_t node;
 };
 
+// The largest of x[0, n): four independent chains, since one chain of n dependent maxes
+// stalled the softmax. Exact in any order (max rounds nothing); a NaN score makes every
+// output NaN whichever chain it lands in (its exp is NaN, and so the denominator).
+float MaxOf(const float* x, size_t n) {
+  float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  size_t p = 0;
+  for (; p + 4 <= n; p += 4) {
+    for (int c = 0; c < 4; ++c) m[c] = std::max(m[c], x[p + c]);
+  }
+  for (; p < n; ++p) m[0] = std::max(m[0], x[p]);
+  return std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
+}
+
+// x[p] = exp(x[p] - max) (vector_exp.h), returning 1 / the sum of them added in position order.
+float SoftmaxInPlace(float* x, size_t n) {
+  ExpInPlace(x, n, MaxOf(x, n));
+  float denominator = 0;
+  for (size_t p = 0; p < n; ++p) denominator += x[p];
+  return 1.0f / denominator;
+}
+
+// The slots of positions [0, n) of a sequence, block by block: a division per position (the
+// block size is not known at compile time) cost as much as the rest of a short head's work.
+void AppendSlots(const AttentionSequence& seq, int block_size, int32_t n, std::vector<int32_t>* slots) {
+  for (int32_t start = 0, b = 0; start < n; start += block_size, ++b) {
+    const int32_t base = seq.block_table[b] * block_size;
+    const int32_t in_block = std::min(block_size, n - start);
+    for (int32_t o = 0; o < in_block; ++o) slots->push_back(base + o);
+  }
+}
+
+// out[d] = sum over positions p in order of weights[p] * V[p][d], for kVecs vectors of lanes
+// from column `col`: the accumulators stay in registers across the positions. Each lane adds
+// its products in position order, a multiply then an add, as the scalar loop it replaced did
+// (the same bits). The accumulators lived in memory before, one store-to-load round trip per
+// position on every lane's dependency chain.
+template <int kVecs>
+void WeightedSumOfV(const float* weights, const std::vector<int32_t>& slots, const Tensor& v_cache, int64_t col,
+                    float* out) {
+  VecF acc[kVecs];
+  for (int j = 0; j < kVecs; ++j) acc[j] = Zero();
+  for (size_t p = 0; p < slots.size(); ++p) {
+    const VecF w = Broadcast(weights[p]);
+    const float* v_row = v_cache.row(slots[p]) + col;
+    for (int j = 0; j < kVecs; ++j) acc[j] = Add(acc[j], Mul(w, Load(v_row + j * kLanes)));
+  }
+  for (int j = 0; j < kVecs; ++j) Store(out + j * kLanes, acc[j]);
+}
+
+// One head's weighted sum of V over head_dim columns from `col`: in chunks of up to
+// kMaxVecs vectors (what fits in registers beside the loads), then any columns past the last
+// whole vector one by one, with the same arithmetic.
+void WeightedSum(const float* weights, const std::vector<int32_t>& slots, const Tensor& v_cache, int64_t col,
+                 int head_dim, float* out) {
+  constexpr int kMaxVecs = 8;
+  int d = 0;
+  while (head_dim - d >= kLanes) {
+    const int vecs = std::min(kMaxVecs, (head_dim - d) / kLanes);
+    switch (vecs) {
+      case 1: WeightedSumOfV<1>(weights, slots, v_cache, col + d, out + d); break;
+      case 2: WeightedSumOfV<2>(weights, slots, v_cache, col + d, out + d); break;
+      case 3: WeightedSumOfV<3>(weights, slots, v_cache, col + d, out + d); break;
+      case 4: WeightedSumOfV<4>(weights, slots, v_cache, col + d, out + d); break;
+      case 5: WeightedSumOfV<5>(weights, slots, v_cache, col + d, out + d); break;
+      case 6: WeightedSumOfV<6>(weights, slots, v_cache, col + d, out + d); break;
+      case 7: WeightedSumOfV<7>(weights, slots, v_cache, col + d, out + d); break;
+      default: WeightedSumOfV<kMaxVecs>(weights, slots, v_cache, col + d, out + d); break;
+    }
+    d += vecs * kLanes;
+  }
+  for (; d < head_dim; ++d) {
+    float acc = 0;
+    for (size_t p = 0; p < slots.size(); ++p) acc += weights[p] * v_cache.row(slots[p])[col + d];
+    out[d] = acc;
+  }
+}
+
 }  // namespace
 
 void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, const KvLayout& layout,
@@ -102,7 +180,7 @@ void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, c
       slots.clear();
       const int32_t committed = seq.n_context - seq.n_tree_context;
       const int32_t mask_width = seq.n_tree_context + seq.n_new;
-      for (int32_t p = 0; p < committed; ++p) slots.push_back(SlotOf(seq, layout.block_size, p));
+      AppendSlots(seq, layout.block_size, committed, &slots);
       for (int32_t c = 0; c <= seq.n_tree_context + item.node; ++c) {
         const bool visible = seq.ancestor_mask == nullptr ||
                              seq.ancestor_mask[static_cast<int64_t>(item.node) * mask_width + c];
@@ -121,25 +199,9 @@ void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, c
         const float* k_row = k_cache.row(slots[p]) + kv_offset;
         for (int g = 0; g < group; ++g) scores[g * n_slots + p] = Dot(q_heads + g * head_dim, k_row, head_dim) * scale;
       }
+      for (int g = 0; g < group; ++g) inverse[g] = SoftmaxInPlace(scores.data() + g * n_slots, n_slots);
       for (int g = 0; g < group; ++g) {
-        float* head_scores = scores.data() + g * n_slots;
-        float max_score = -INFINITY;
-        for (size_t p = 0; p < n_slots; ++p) max_score = std::max(max_score, head_scores[p]);
-        float denominator = 0;
-        for (size_t p = 0; p < n_slots; ++p) {
-          head_scores[p] = std::exp(head_scores[p] - max_score);
-          denominator += head_scores[p];
-        }
-        inverse[g] = 1.0f / denominator;
-      }
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (size_t p = 0; p < n_slots; ++p) {
-        const float* v_row = v_cache.row(slots[p]) + kv_offset;
-        for (int g = 0; g < group; ++g) {
-          const float weight = scores[g * n_slots + p];
-          float* head_acc = acc.data() + g * head_dim;
-          for (int d = 0; d < head_dim; ++d) head_acc[d] += weight * v_row[d];
-        }
+        WeightedSum(scores.data() + g * n_slots, slots, v_cache, kv_offset, head_dim, acc.data() + g * head_dim);
       }
       for (int g = 0; g < group; ++g) {
         float* out_head = out.row(row) + (static_cast<int64_t>(kv_head) * group + g) * head_dim;

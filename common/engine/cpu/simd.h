@@ -36,6 +36,7 @@ inline VecF LoadBF16(const uint16_t* p) {
 inline void Store(float* p, VecF v) { _mm512_storeu_ps(p, v); }
 inline VecF Fma(VecF a, VecF b, VecF c) { return _mm512_fmadd_ps(a, b, c); }
 inline VecF Mul(VecF a, VecF b) { return _mm512_mul_ps(a, b); }
+inline VecF Add(VecF a, VecF b) { return _mm512_add_ps(a, b); }
 inline float ReduceAdd(VecF v) { return _mm512_reduce_add_ps(v); }  // fixed instruction sequence
 
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -55,6 +56,7 @@ inline VecF LoadBF16(const uint16_t* p) {
 inline void Store(float* p, VecF v) { _mm256_storeu_ps(p, v); }
 inline VecF Fma(VecF a, VecF b, VecF c) { return _mm256_fmadd_ps(a, b, c); }
 inline VecF Mul(VecF a, VecF b) { return _mm256_mul_ps(a, b); }
+inline VecF Add(VecF a, VecF b) { return _mm256_add_ps(a, b); }
 inline float ReduceAdd(VecF v) {
   const __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 sum2 = _mm_add_ps(sum4, _mm_movehl_ps(sum4, sum4));
@@ -97,6 +99,10 @@ inline VecF Fma(VecF a, VecF b, VecF c) {
 }
 inline VecF Mul(VecF a, VecF b) {
   for (int i = 0; i < kLanes; ++i) a.lane[i] *= b.lane[i];
+  return a;
+}
+inline VecF Add(VecF a, VecF b) {
+  for (int i = 0; i < kLanes; ++i) a.lane[i] += b.lane[i];
   return a;
 }
 inline float ReduceAdd(VecF v) {
