@@ -21,10 +21,9 @@
 
 #include <cmath>
 #include <cstddef>
+#include <initializer_list>
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
+#include "common/engine/cpu/simd.h"
 
 namespace splitspec::engine::cpu {
 namespace vector_exp_internal {
@@ -37,6 +36,18 @@ constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.33345190
 constexpr float kOverflowAbove = 88.7228394f;  // exp(x) > FLT_MAX
 constexpr float kSubnormalBelow = -87.3365479f;  // exp(x) < FLT_MIN
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
+// e^r for r = x - n ln 2 (n = x log2 e rounded), the part every vector path shares: ln 2 taken
+// off in two fused steps (negating the constant is exact), then 1 + r + r^2 P(r) by Horner.
+inline VecF ExpOfReduced(VecF x, VecF n) {
+  VecF r = Fma(n, Broadcast(-kLn2Hi), x);
+  r = Fma(n, Broadcast(-kLn2Lo), r);
+  VecF p = Broadcast(kP0);
+  for (float c : {kP1, kP2, kP3, kP4, kP5}) p = Fma(p, r, Broadcast(c));
+  return Add(Fma(Mul(r, r), p, r), Broadcast(1.0f));
+}
+#endif
+
 }  // namespace vector_exp_internal
 
 #if defined(__AVX512F__)
@@ -48,16 +59,7 @@ inline __m512 ExpVector(__m512 x) {
   x = _mm512_min_ps(_mm512_set1_ps(kOverflowAbove + 1.0f), x);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kP0);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
-  const __m512 e_r = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(r, r), p, r), _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(e_r, n);  // e_r * 2^n, into the subnormals and to inf as IEEE does
+  return _mm512_scalef_ps(ExpOfReduced(x, n), n);  // times 2^n, into the subnormals and to inf as IEEE does
 }
 
 // x[i] = exp(x[i] - shift) for i < n.
@@ -71,7 +73,7 @@ inline void ExpInPlace(float* x, size_t n, float shift) {
   }
 }
 
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 inline __m256 ExpVector(__m256 x) {
   using namespace vector_exp_internal;
@@ -80,15 +82,7 @@ inline __m256 ExpVector(__m256 x) {
   x = _mm256_max_ps(_mm256_set1_ps(kSubnormalBelow), x);  // NaN goes through (second operand)
   x = _mm256_min_ps(_mm256_set1_ps(kOverflowAbove + 1.0f), x);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
-  __m256 p = _mm256_set1_ps(kP0);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP1));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP2));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP3));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP4));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP5));
-  const __m256 e_r = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(r, r), p, r), _mm256_set1_ps(1.0f));
+  const __m256 e_r = ExpOfReduced(x, n);
   // 2^n for n in [-126, 129]: the biased exponent in place. n = 128 (exp still finite when
   // e^r < 1) is taken as 2^127 * 2; n = 129 puts 255 in the field, inf, as exp is there.
   const __m256i n_int = _mm256_cvtps_epi32(n);
