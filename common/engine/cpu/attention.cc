@@ -64,6 +64,21 @@ struct WorkItem {
   int32_t node;
 };
 
+#if defined(__AVX512F__)
+// Scores of 16 positions for one query head whose head_dim is a multiple of 16: each position's
+// dot product accumulated as Dot accumulates it, the 16 sums taken together (ReduceAdd16), then
+// scaled: Dot(q, k) * scale to the bit, with one store instead of sixteen reductions.
+inline void ScoresOf16(const float* q, const float* const k_rows[16], int head_dim, float scale, float* out) {
+  __m512 acc[16];
+  for (int p = 0; p < 16; ++p) acc[p] = Zero();
+  for (int i = 0; i < head_dim; i += kLanes) {
+    const __m512 q_part = Load(q + i);
+    for (int p = 0; p < 16; ++p) acc[p] = Fma(q_part, Load(k_rows[p] + i), acc[p]);
+  }
+  _mm512_storeu_ps(out, _mm512_mul_ps(ReduceAdd16(acc), _mm512_set1_ps(scale)));
+}
+#endif
+
 // The largest of x[0, n): four independent chains, since one chain of n dependent maxes
 // stalled the softmax. Exact in any order (max rounds nothing); a NaN score makes every
 // output NaN whichever chain it lands in (its exp is NaN, and so the denominator).
@@ -193,7 +208,20 @@ void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, c
       const int64_t kv_offset = static_cast<int64_t>(kv_head) * head_dim;
       const float* q_heads = q.row(row) + static_cast<int64_t>(kv_head) * group * head_dim;
       scores.resize(static_cast<size_t>(group) * n_slots);
-      for (size_t p = 0; p < n_slots; ++p) {
+      size_t p = 0;
+#if defined(__AVX512F__)
+      // Sixteen positions at a time where the head is whole vectors; the rest one by one below.
+      for (; head_dim % kLanes == 0 && p + 16 <= n_slots; p += 16) {
+        const float* k_rows[16];
+        for (size_t j = 0; j < 16; ++j) {
+          if (p + j + kPrefetchSlots < n_slots) PrefetchRow(k_cache.row(slots[p + j + kPrefetchSlots]) + kv_offset, head_dim);
+          PrefetchRow(v_cache.row(slots[p + j]) + kv_offset, head_dim);  // for the weighted sum below
+          k_rows[j] = k_cache.row(slots[p + j]) + kv_offset;
+        }
+        for (int g = 0; g < group; ++g) ScoresOf16(q_heads + g * head_dim, k_rows, head_dim, scale, &scores[g * n_slots + p]);
+      }
+#endif
+      for (; p < n_slots; ++p) {
         if (p + kPrefetchSlots < n_slots) PrefetchRow(k_cache.row(slots[p + kPrefetchSlots]) + kv_offset, head_dim);
         PrefetchRow(v_cache.row(slots[p]) + kv_offset, head_dim);  // for the weighted sum below
         const float* k_row = k_cache.row(slots[p]) + kv_offset;

@@ -37,7 +37,40 @@ inline void Store(float* p, VecF v) { _mm512_storeu_ps(p, v); }
 inline VecF Fma(VecF a, VecF b, VecF c) { return _mm512_fmadd_ps(a, b, c); }
 inline VecF Mul(VecF a, VecF b) { return _mm512_mul_ps(a, b); }
 inline VecF Add(VecF a, VecF b) { return _mm512_add_ps(a, b); }
-inline float ReduceAdd(VecF v) { return _mm512_reduce_add_ps(v); }  // fixed instruction sequence
+// Halves added pairwise down to one lane: 256 + 256 bits, 128 + 128, lanes {0,1} + {2,3}, then
+// lane 0 + lane 1 (what GCC's _mm512_reduce_add_ps does, spelled out so that every compiler adds
+// the same pairs, and so that ReduceAdd16 below can take 16 sums at once with the same additions).
+inline float ReduceAdd(VecF v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_permute_ps(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+// The horizontal sums of 16 vectors at once, lane p of the result being ReduceAdd(v[p]) to the
+// bit: each level adds the same pairs ReduceAdd adds for one vector, two, four, eight vectors'
+// worth per instruction. (Attention's scores: a position's score must not depend on where in
+// its row it sits, since a tree node sees its ancestors at other indices than the chain does.)
+inline __m512 ReduceAdd16(const __m512 v[16]) {
+  __m512 halves[8], quarters[4], pairs[2];
+  for (int m = 0; m < 8; ++m) {  // 256 + 256 bits: vectors 2m and 2m+1 side by side
+    halves[m] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * m], v[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(v[2 * m], v[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  for (int j = 0; j < 4; ++j) {  // 128 + 128: one vector per 128-bit lane, 4j .. 4j+3
+    quarters[j] = _mm512_add_ps(_mm512_shuffle_f32x4(halves[2 * j], halves[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                _mm512_shuffle_f32x4(halves[2 * j], halves[2 * j + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  for (int i = 0; i < 2; ++i) {  // lanes {0,1} + {2,3}: lane c of 8i+c in 0-1, of 8i+4+c in 2-3
+    pairs[i] = _mm512_add_ps(_mm512_shuffle_ps(quarters[2 * i], quarters[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(quarters[2 * i], quarters[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // lane 0 + lane 1: 128-bit lane c then holds vectors c, 4+c, 8+c, 12+c; back into order.
+  const __m512 sums = _mm512_add_ps(_mm512_shuffle_ps(pairs[0], pairs[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_ps(pairs[0], pairs[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, sums);
+}
 
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
