@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   auto fill = [&](int n, int pos0, int salt, bool all_logits) {
     batch.n_tokens = n;
     for (int i = 0; i < n; ++i) {
-      batch.token[i] = tok(i, salt); batch.pos[i] = pos0 + i; batch.n_seq_id[i] = 1; batch.seq_id[i][0] = 0;
+      batch.token[i] = tok(pos0 + i, salt); batch.pos[i] = pos0 + i; batch.n_seq_id[i] = 1; batch.seq_id[i][0] = 0;
       batch.logits[i] = all_logits || i == n - 1;
     }
   };
@@ -40,7 +40,6 @@ int main(int argc, char** argv) {
   for (int pos0 = 0; pos0 < context; pos0 += 128) {
     const int n = std::min(128, context - pos0);
     fill(n, pos0, 0, false);
-    for (int i = 0; i < n; ++i) batch.token[i] = tok(pos0 + i, 0);
     if (llama_decode(ctx, batch)) { std::fprintf(stderr, "prefill failed\n"); return 1; }
   }
   std::vector<double> t1;

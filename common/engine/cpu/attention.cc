@@ -208,23 +208,24 @@ void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, c
       const int64_t kv_offset = static_cast<int64_t>(kv_head) * head_dim;
       const float* q_heads = q.row(row) + static_cast<int64_t>(kv_head) * group * head_dim;
       scores.resize(static_cast<size_t>(group) * n_slots);
+      // Position p's K row, after asking for the K row kPrefetchSlots further on and for p's V
+      // row (the weighted sum below reads it).
+      auto k_row_of = [&](size_t p) {
+        if (p + kPrefetchSlots < n_slots) PrefetchRow(k_cache.row(slots[p + kPrefetchSlots]) + kv_offset, head_dim);
+        PrefetchRow(v_cache.row(slots[p]) + kv_offset, head_dim);
+        return k_cache.row(slots[p]) + kv_offset;
+      };
       size_t p = 0;
 #if defined(__AVX512F__)
       // Sixteen positions at a time where the head is whole vectors; the rest one by one below.
       for (; head_dim % kLanes == 0 && p + 16 <= n_slots; p += 16) {
         const float* k_rows[16];
-        for (size_t j = 0; j < 16; ++j) {
-          if (p + j + kPrefetchSlots < n_slots) PrefetchRow(k_cache.row(slots[p + j + kPrefetchSlots]) + kv_offset, head_dim);
-          PrefetchRow(v_cache.row(slots[p + j]) + kv_offset, head_dim);  // for the weighted sum below
-          k_rows[j] = k_cache.row(slots[p + j]) + kv_offset;
-        }
+        for (size_t j = 0; j < 16; ++j) k_rows[j] = k_row_of(p + j);
         for (int g = 0; g < group; ++g) ScoresOf16(q_heads + g * head_dim, k_rows, head_dim, scale, &scores[g * n_slots + p]);
       }
 #endif
       for (; p < n_slots; ++p) {
-        if (p + kPrefetchSlots < n_slots) PrefetchRow(k_cache.row(slots[p + kPrefetchSlots]) + kv_offset, head_dim);
-        PrefetchRow(v_cache.row(slots[p]) + kv_offset, head_dim);  // for the weighted sum below
-        const float* k_row = k_cache.row(slots[p]) + kv_offset;
+        const float* k_row = k_row_of(p);
         for (int g = 0; g < group; ++g) scores[g * n_slots + p] = Dot(q_heads + g * head_dim, k_row, head_dim) * scale;
       }
       for (int g = 0; g < group; ++g) inverse[g] = SoftmaxInPlace(scores.data() + g * n_slots, n_slots);
