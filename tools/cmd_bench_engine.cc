@@ -1,7 +1,8 @@
 // `splitspec bench-engine`: decode throughput at several batch sizes, the cost of one forward
 // feeding 1..16 tokens (what verification costs), and achieved weight-read bandwidth as a share
-// of the machine's read bandwidth ceiling measured in the same run (CPU only: on
-// --device cuda the GPU's copy bandwidth is not measured yet, so no bound is printed).
+// of the machine's read bandwidth ceiling measured in the same run, both as a whole and step by
+// step, each batch-1 step against a probe pass right after it (CPU only: on --device cuda the
+// GPU's copy bandwidth is not measured yet, so no bound is printed).
 #include <omp.h>
 
 #include <algorithm>
@@ -25,6 +26,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// The value at quantile q (0..1) of `values`, nearest rank.
+double Quantile(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  return values[static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5)];
+}
+double Median(std::vector<double> values) { return Quantile(std::move(values), 0.5); }
 
 struct Bench {
   engine::LlamaModel& model;
@@ -54,8 +62,10 @@ struct Bench {
     return seqs;
   }
 
-  // Seconds per decode step of `batch` sequences (1 token each, logits for every sequence).
-  double DecodeStep(int batch, int steps) {
+  // Seconds of each of `steps` decode steps of `batch` sequences (1 token each, logits for
+  // every sequence), after two that warm caches; `between` runs after every step, untimed.
+  template <typename BetweenFn>
+  std::vector<double> DecodeStepTimes(int batch, int steps, BetweenFn&& between) {
     const std::vector<engine::SeqId> seqs = Prefill(batch);
     std::vector<double> times;
     for (int s = 0; s < steps + 2; ++s) {
@@ -66,12 +76,15 @@ struct Bench {
       engine::ForwardResult result;
       const auto start = Clock::now();
       if (!model.Forward(work, kv, &result).ok()) std::abort();
-      if (s >= 2) times.push_back(Seconds(start, Clock::now()));  // first steps warm caches
+      if (s >= 2) times.push_back(Seconds(start, Clock::now()));
+      if (s >= 2) between();
     }
     for (engine::SeqId seq : seqs) kv.Release(seq);
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
+    return times;
   }
+
+  // Median seconds per decode step of `batch` sequences.
+  double DecodeStep(int batch, int steps) { return Median(DecodeStepTimes(batch, steps, [] {})); }
 
   // Median seconds of one forward feeding `n` chain tokens of one sequence (logits for all).
   double ForwardTokens(int n, int repeats) {
@@ -87,10 +100,24 @@ struct Bench {
       if (!kv.Truncate(seq, context).ok()) std::abort();
     }
     kv.Release(seq);
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
+    return Median(std::move(times));
   }
 };
+
+// The ceiling above comes from other minutes than the decode steps, and a shared machine's
+// bandwidth moves from one minute to the next: each batch-1 step is paired here with one pass
+// of every read kernel right after it, and its reads are taken as a share of that pass's best.
+void PrintPairedShare(Bench& bench, double weight_bytes, size_t probe_bytes, int steps) {
+  engine::cpu::ReadProbe probe(probe_bytes);
+  std::vector<double> ceilings;
+  const std::vector<double> times = bench.DecodeStepTimes(1, steps, [&] { ceilings.push_back(probe.Pass().gb_per_s); });
+  std::vector<double> shares;
+  for (size_t i = 0; i < times.size(); ++i) shares.push_back(weight_bytes / times[i] / 1e9 / ceilings[i]);
+  std::printf("paired: %d decode steps, each followed by one pass of every read kernel: a step's reads are %.0f%% of "
+              "its pass's best (median; middle half %.0f-%.0f%%), ceilings %.1f-%.1f GB/s\n",
+              steps, 100 * Median(shares), 100 * Quantile(shares, 0.25), 100 * Quantile(shares, 0.75),
+              *std::min_element(ceilings.begin(), ceilings.end()), *std::max_element(ceilings.begin(), ceilings.end()));
+}
 
 int RunBenchEngine(const Args& args) {
   const std::string model_dir = args.Require("model");
@@ -169,6 +196,7 @@ int RunBenchEngine(const Args& args) {
       for (const engine::cpu::ReadKernelResult& k : ceiling.kernels) {
         std::printf("  %-24s %6.1f GB/s\n", std::string(k.name).c_str(), k.gb_per_s);
       }
+      PrintPairedShare(bench, (*model)->weight_bytes(), probe_bytes, steps);
       std::printf("\n");
     }
   }

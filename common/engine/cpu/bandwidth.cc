@@ -89,22 +89,27 @@ void PickBest(ReadCeiling& c) {
 
 }  // namespace
 
-ReadCeiling MeasureReadCeiling(size_t bytes, int repeats) {
-  const size_t n_chunks = std::max<size_t>(1, bytes / kChunkBytes);
+ReadProbe::ReadProbe(size_t bytes) : n_chunks_(std::max<size_t>(1, bytes / kChunkBytes)) {
   // Prefetches near the end of a range run up to kPrefetchBytes past it: allocate that slack.
-  const size_t n_floats = n_chunks * kChunkFloats + kPrefetchBytes / sizeof(float);
-  float* data = static_cast<float*>(std::aligned_alloc(64, n_floats * sizeof(float)));
+  const size_t n_floats = n_chunks_ * kChunkFloats + kPrefetchBytes / sizeof(float);
+  data_ = static_cast<float*>(std::aligned_alloc(64, n_floats * sizeof(float)));
 #pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n_floats; ++i) data[i] = static_cast<float>(i & 7);
+  for (size_t i = 0; i < n_floats; ++i) data_[i] = static_cast<float>(i & 7);
+}
+
+ReadProbe::~ReadProbe() { std::free(data_); }
+
+ReadCeiling ReadProbe::Pass() {
   ReadCeiling ceiling;
-  volatile float sink = 0;
-  for (const Kernel& kernel : kKernels) {
-    double best = 0;
-    for (int rep = 0; rep < repeats; ++rep) best = std::max(best, kernel.pass(data, n_chunks, sink));
-    ceiling.kernels.push_back({kernel.name, best});
-  }
-  std::free(data);
+  for (const Kernel& kernel : kKernels) ceiling.kernels.push_back({kernel.name, kernel.pass(data_, n_chunks_, sink_)});
   PickBest(ceiling);
+  return ceiling;
+}
+
+ReadCeiling MeasureReadCeiling(size_t bytes, int repeats) {
+  ReadProbe probe(bytes);
+  ReadCeiling ceiling = probe.Pass();
+  for (int rep = 1; rep < repeats; ++rep) ceiling = MaxOf(ceiling, probe.Pass());
   return ceiling;
 }
 

@@ -26,6 +26,24 @@ struct ReadCeiling {
   std::vector<ReadKernelResult> kernels;  // every kernel's best, in a fixed order
 };
 
+// A buffer to read and the kernels that read it, for probes taken between other work (bench-engine
+// pairs each decode step with a pass, so that both see the machine's bandwidth of that moment).
+class ReadProbe {
+ public:
+  explicit ReadProbe(size_t bytes);  // `bytes` to read, as MeasureReadCeiling
+  ~ReadProbe();
+  ReadProbe(const ReadProbe&) = delete;
+  ReadProbe& operator=(const ReadProbe&) = delete;
+
+  // One pass of every kernel over the buffer, using the current OpenMP threads.
+  ReadCeiling Pass();
+
+ private:
+  float* data_ = nullptr;
+  size_t n_chunks_ = 0;
+  volatile float sink_ = 0;  // keeps the reads from being optimized away
+};
+
 // Reads `bytes` (the working set to compare against: a model's weights, or far more than the
 // last-level cache for DRAM) with every kernel, using the
 // current OpenMP threads; each kernel's figure is its best of `repeats` passes.

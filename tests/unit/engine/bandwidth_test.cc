@@ -1,0 +1,48 @@
+// The read bandwidth probe (common/engine/cpu/bandwidth.h): what its passes report and how two
+// probes combine. Figures depend on the machine; only their form and the choice of the best
+// are checked.
+#include "common/engine/cpu/bandwidth.h"
+
+#include <algorithm>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace splitspec::engine::cpu {
+namespace {
+
+TEST(ReadProbeTest, APassReportsEveryKernelOnceAndPicksTheFastest) {
+  ReadProbe probe(size_t{4} << 20);
+  const ReadCeiling first = probe.Pass();
+  const ReadCeiling second = probe.Pass();
+  ASSERT_EQ(first.kernels.size(), 7u);
+  ASSERT_EQ(second.kernels.size(), first.kernels.size());
+  for (size_t i = 0; i < first.kernels.size(); ++i) {
+    EXPECT_GT(first.kernels[i].gb_per_s, 0) << first.kernels[i].name;
+    EXPECT_EQ(first.kernels[i].name, second.kernels[i].name);  // the same kernels, in the same order
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(first.kernels[i].name, first.kernels[j].name);
+  }
+  const auto fastest = std::max_element(first.kernels.begin(), first.kernels.end(),
+                                        [](const auto& a, const auto& b) { return a.gb_per_s < b.gb_per_s; });
+  EXPECT_EQ(first.gb_per_s, fastest->gb_per_s);
+  EXPECT_EQ(first.best_kernel, fastest->name);
+}
+
+TEST(ReadProbeTest, MaxOfKeepsEachKernelsHigherReadingAndTheBestOfThem) {
+  const ReadCeiling measured = MeasureReadCeiling(size_t{4} << 20, 2);
+  ASSERT_EQ(measured.kernels.size(), 7u);
+  ReadCeiling a = measured, b = measured;
+  for (size_t i = 0; i < a.kernels.size(); ++i) {
+    a.kernels[i].gb_per_s = i % 2 == 0 ? 10.0 + i : 1.0;
+    b.kernels[i].gb_per_s = i % 2 == 0 ? 2.0 : 20.0 + i;
+  }
+  const ReadCeiling both = MaxOf(a, b);
+  for (size_t i = 0; i < both.kernels.size(); ++i) {
+    EXPECT_EQ(both.kernels[i].gb_per_s, i % 2 == 0 ? 10.0 + i : 20.0 + i) << i;
+  }
+  EXPECT_EQ(both.gb_per_s, 25.0);  // kernel 5, from b
+  EXPECT_EQ(both.best_kernel, measured.kernels[5].name);
+}
+
+}  // namespace
+}  // namespace splitspec::engine::cpu
