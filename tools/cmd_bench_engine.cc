@@ -106,17 +106,28 @@ struct Bench {
 
 // The ceiling above comes from other minutes than the decode steps, and a shared machine's
 // bandwidth moves from one minute to the next: each batch-1 step is paired here with one pass
-// of every read kernel right after it, and its reads are taken as a share of that pass's best.
+// of every read kernel right after it. Its reads are taken as a share of that pass's reading by
+// the kernel with the best median over all the passes (engine::cpu::KernelWithBestMedian), and,
+// stricter, of the pass's best kernel, whichever that was.
 void PrintPairedShare(Bench& bench, double weight_bytes, size_t probe_bytes, int steps) {
   engine::cpu::ReadProbe probe(probe_bytes);
-  std::vector<double> ceilings;
-  const std::vector<double> times = bench.DecodeStepTimes(1, steps, [&] { ceilings.push_back(probe.Pass().gb_per_s); });
-  std::vector<double> shares;
-  for (size_t i = 0; i < times.size(); ++i) shares.push_back(weight_bytes / times[i] / 1e9 / ceilings[i]);
-  std::printf("paired: %d decode steps, each followed by one pass of every read kernel: a step's reads are %.0f%% of "
-              "its pass's best (median; middle half %.0f-%.0f%%), ceilings %.1f-%.1f GB/s\n",
-              steps, 100 * Median(shares), 100 * Quantile(shares, 0.25), 100 * Quantile(shares, 0.75),
-              *std::min_element(ceilings.begin(), ceilings.end()), *std::max_element(ceilings.begin(), ceilings.end()));
+  std::vector<engine::cpu::ReadCeiling> passes;
+  const std::vector<double> times = bench.DecodeStepTimes(1, steps, [&] { passes.push_back(probe.Pass()); });
+  const size_t kernel = engine::cpu::KernelWithBestMedian(passes);
+  std::vector<double> kernel_readings, shares, shares_of_best;
+  for (size_t i = 0; i < times.size(); ++i) {
+    const double read = weight_bytes / times[i] / 1e9;
+    kernel_readings.push_back(passes[i].kernels[kernel].gb_per_s);
+    shares.push_back(read / kernel_readings.back());
+    shares_of_best.push_back(read / passes[i].gb_per_s);
+  }
+  std::printf("paired: %d decode steps, each followed by one pass of every read kernel; the kernel with the best "
+              "median, %s, read %.1f GB/s (median; %.1f-%.1f): a step's reads are %.0f%% of that kernel's pass "
+              "after it (median; middle half %.0f-%.0f%%), %.0f%% of the pass's best kernel\n",
+              steps, std::string(passes[0].kernels[kernel].name).c_str(), Median(kernel_readings),
+              *std::min_element(kernel_readings.begin(), kernel_readings.end()),
+              *std::max_element(kernel_readings.begin(), kernel_readings.end()), 100 * Median(shares),
+              100 * Quantile(shares, 0.25), 100 * Quantile(shares, 0.75), 100 * Median(shares_of_best));
 }
 
 int RunBenchEngine(const Args& args) {

@@ -113,6 +113,21 @@ ReadCeiling MeasureReadCeiling(size_t bytes, int repeats) {
   return ceiling;
 }
 
+size_t KernelWithBestMedian(const std::vector<ReadCeiling>& passes) {
+  size_t best = 0;
+  double best_median = -1;
+  for (size_t k = 0; k < passes.front().kernels.size(); ++k) {
+    std::vector<double> readings;
+    for (const ReadCeiling& pass : passes) readings.push_back(pass.kernels[k].gb_per_s);
+    std::nth_element(readings.begin(), readings.begin() + readings.size() / 2, readings.end());
+    if (readings[readings.size() / 2] > best_median) {
+      best_median = readings[readings.size() / 2];
+      best = k;
+    }
+  }
+  return best;
+}
+
 ReadCeiling MaxOf(const ReadCeiling& a, const ReadCeiling& b) {
   ReadCeiling c = a.kernels.size() >= b.kernels.size() ? a : b;
   const ReadCeiling& other = a.kernels.size() >= b.kernels.size() ? b : a;

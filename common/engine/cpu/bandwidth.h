@@ -49,6 +49,11 @@ class ReadProbe {
 // current OpenMP threads; each kernel's figure is its best of `repeats` passes.
 ReadCeiling MeasureReadCeiling(size_t bytes, int repeats = 3);
 
+// The kernel whose median over `passes` (ReadProbe::Pass results, at least one) is highest: its
+// index in their kernels. Picking each pass's best instead would favour whichever kernel a
+// moment of noise lifted, and so set the bar above what any kernel sustains.
+size_t KernelWithBestMedian(const std::vector<ReadCeiling>& passes);
+
 // Kernel by kernel maximum of two probes (e.g. before and after a benchmark on a machine whose
 // bandwidth drifts with its neighbours). Both must come from MeasureReadCeiling.
 ReadCeiling MaxOf(const ReadCeiling& a, const ReadCeiling& b);

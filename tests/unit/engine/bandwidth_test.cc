@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -42,6 +43,21 @@ TEST(ReadProbeTest, MaxOfKeepsEachKernelsHigherReadingAndTheBestOfThem) {
   }
   EXPECT_EQ(both.gb_per_s, 25.0);  // kernel 5, from b
   EXPECT_EQ(both.best_kernel, measured.kernels[5].name);
+}
+
+TEST(ReadProbeTest, TheKernelWithTheBestMedianIsNotTheOneALuckyPassLifted) {
+  const ReadCeiling form = MeasureReadCeiling(size_t{1} << 20, 1);
+  // Kernel 1 reads 10 GB/s steadily; kernel 4 reads 8 except for one pass of 50.
+  std::vector<ReadCeiling> passes(5, form);
+  for (size_t p = 0; p < passes.size(); ++p) {
+    for (size_t k = 0; k < form.kernels.size(); ++k) passes[p].kernels[k].gb_per_s = 1.0 + 0.1 * k;
+    passes[p].kernels[1].gb_per_s = 10.0;
+    passes[p].kernels[4].gb_per_s = p == 2 ? 50.0 : 8.0;
+  }
+  EXPECT_EQ(KernelWithBestMedian(passes), 1u);
+  passes[0].kernels[4].gb_per_s = passes[1].kernels[4].gb_per_s = 50.0;  // now three of five
+  EXPECT_EQ(KernelWithBestMedian(passes), 4u);
+  EXPECT_EQ(KernelWithBestMedian({passes[3]}), 1u);  // one pass: its own best
 }
 
 }  // namespace
