@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(c
   absl::StatusOr<std::unique_ptr<engine::LlamaModel>> model =
       engine::LlamaModel::Load(options.model_dir, **backend, load_options);
   if (!model.ok()) return model.status();
-  absl::StatusOr<std::unique_ptr<engine::KvCache>> kv = (*model)->CreateKvCache(options.kv_blocks, options.block_size);
+  absl::StatusOr<std::unique_ptr<engine::KvCache>> kv = (*model)->CreateKvCache(options.kv_blocks, options.block_size, options.kv_dtype);
   if (!kv.ok()) return kv.status();
   if (absl::Status s = engine::BackendStatus(**backend); !s.ok()) return s;
   return std::unique_ptr<DraftModelProposer>(

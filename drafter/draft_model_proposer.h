@@ -44,6 +44,7 @@ struct DraftModelOptions {
   int32_t n_threads = 0;       // CPU backend threads, 0 = all cores
   std::string device = "cpu";  // cpu, cuda or cuda:N (common/engine/cuda/select_backend.h)
   engine::WeightQuantization quantize = engine::WeightQuantization::kNone;  // int8: Q8_0 matrices
+  engine::DType kv_dtype = engine::DType::kF32;  // engine::KvCacheOptions::dtype (F16: CPU only)
 };
 
 // Not thread-safe (see Proposer).

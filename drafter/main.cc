@@ -17,6 +17,7 @@
 
 #include "absl/time/time.h"
 #include "common/engine/cuda/select_backend.h"
+#include "common/engine/kv/kv_cache.h"
 #include "common/engine/model/llama_model.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
@@ -55,6 +56,7 @@ constexpr char kUsage[] =
     "  --max-draft-tokens K     largest proposal (chain length or tree nodes) per request and step (64)\n"
     "  --kv-blocks N            KV-cache blocks of the draft model (1024)\n"
     "  --block-size N           tokens per KV-cache block (16)\n"
+    "  --kv-dtype f32|f16       how the draft's KV cache stores K and V: f16 halves its memory and reads (CPU only) (f32)\n"
     "  --threads N              CPU threads (0 = all cores)\n"
     "  --drain-seconds S        on SIGTERM/SIGINT, how long in-flight calls may finish (10)\n"
     "  --session-lease-seconds S  idle sessions are reclaimed after S seconds (300; <= 0 = never)\n"
@@ -93,6 +95,8 @@ int Run(const splitspec::rpc::Flags& flags) {
   const std::string device = flags.GetString("device", "cpu");
   const bool has_quantize = flags.Has("quantize");
   const std::string quantize = flags.GetString("quantize", "none");
+  const bool has_kv_dtype = flags.Has("kv-dtype");
+  const std::string kv_dtype = flags.GetString("kv-dtype", "f32");
   auto ngram_min = flags.GetInt("ngram-min", 1);
   auto ngram_max = flags.GetInt("ngram-max", 4);
   auto port = flags.GetInt("port", 50052);
@@ -127,9 +131,14 @@ int Run(const splitspec::rpc::Flags& flags) {
   if ((ngram || suffix) && has_quantize) {
     return Fail(absl::InvalidArgumentError("--quantize goes with --model (the lookup drafters run no model)"));
   }
+  if ((ngram || suffix) && has_kv_dtype) {
+    return Fail(absl::InvalidArgumentError("--kv-dtype goes with --model (the lookup drafters run no model)"));
+  }
   if (absl::Status s = splitspec::engine::CheckDevice(device); !s.ok()) return Fail(s);
   auto quantization = splitspec::engine::ParseWeightQuantization(quantize);
   if (!quantization.ok()) return Fail(quantization.status());
+  auto kv_element = splitspec::engine::ParseKvDType(kv_dtype);
+  if (!kv_element.ok()) return Fail(kv_element.status());
 
   std::unique_ptr<Proposer> proposer;
   if (suffix) {
@@ -153,6 +162,7 @@ int Run(const splitspec::rpc::Flags& flags) {
     options.n_threads = *threads;
     options.device = device;
     options.quantize = *quantization;
+    options.kv_dtype = *kv_element;
     auto created = splitspec::drafter::DraftModelProposer::Create(options);
     if (!created.ok()) {
       std::fprintf(stderr, "error: loading draft model %s: %s\n", model.c_str(),

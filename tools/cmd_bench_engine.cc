@@ -140,6 +140,7 @@ int RunBenchEngine(const Args& args) {
   const std::vector<int> forward_tokens = args.GetPositiveIntList("forward-tokens", "1,2,3,4,5,6,8,16");
   const engine::DeviceSpec device = DeviceFlagOrExit(args);
   const engine::WeightQuantization quantize = QuantizeFlagOrExit(args);
+  const engine::DType kv_dtype = KvDTypeFlagOrExit(args);
   args.CheckAllUsed();
 
   std::unique_ptr<engine::Backend> backend = CreateBackendOrExit(device, threads);
@@ -153,7 +154,7 @@ int RunBenchEngine(const Args& args) {
   }
   const engine::ModelConfig& c = (*model)->config();
   const int max_batch = *std::max_element(batches.begin(), batches.end());
-  auto kv = (*model)->CreateKvCache(max_batch * ((context + steps + 8) / 16 + 2) + 16);
+  auto kv = (*model)->CreateKvCache(max_batch * ((context + steps + 8) / 16 + 2) + 16, 16, kv_dtype);
   if (!kv.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(kv.status().message()).c_str());
     return 1;
@@ -238,7 +239,8 @@ const RegisterCommand kRegister(
     "  --forward-tokens LIST     token counts of the timed forwards, comma-separated; the\n"
     "                            first is the ratios' base (1,2,3,4,5,6,8,16)\n"
     "  --f32-weights             load the weights as f32 whatever their file dtype\n"
-    "  --quantize none|int8      int8: quantize the matrices at load (Q8_0) (none)\n",
+    "  --quantize none|int8      int8: quantize the matrices at load (Q8_0) (none)\n"
+    "  --kv-dtype f32|f16        how the KV cache stores K and V (f16: CPU only) (f32)\n",
     RunBenchEngine);
 
 }  // namespace

@@ -46,6 +46,7 @@ int RunGenerate(const Args& args) {
   const engine::DeviceSpec device = DeviceFlagOrExit(args);
   engine::ModelLoadOptions load_options;
   load_options.quantize = QuantizeFlagOrExit(args);
+  const engine::DType kv_dtype = KvDTypeFlagOrExit(args);
   args.CheckAllUsed();
 
   auto tokenizer = engine::LoadTokenizer(model_dir);  // tokenizer.json, else tokenizer.model
@@ -62,7 +63,7 @@ int RunGenerate(const Args& args) {
   const std::vector<int32_t> prompt_tokens = (*tokenizer)->Encode(prompt, /*add_bos=*/true);
   const int block_size = 16;
   const int n_blocks = static_cast<int>((prompt_tokens.size() + options.max_tokens) / block_size + 2);
-  auto kv = (*model)->CreateKvCache(n_blocks, block_size);
+  auto kv = (*model)->CreateKvCache(n_blocks, block_size, kv_dtype);
   if (!kv.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(kv.status().message()).c_str());
     return 1;
@@ -113,7 +114,8 @@ const RegisterCommand kRegister(
     "  --seed S                  sampling seed (unset: a fresh one, printed at the end)\n"
     "  --device cpu|cuda|cuda:N  where the model runs (cpu; --model only)\n"
     "  --threads N               CPU threads (0 = all cores; --model only)\n"
-    "  --quantize none|int8      int8: quantize the matrices at load (Q8_0; --model only) (none)\n",
+    "  --quantize none|int8      int8: quantize the matrices at load (Q8_0; --model only) (none)\n"
+    "  --kv-dtype f32|f16        how the KV cache stores K and V (f16: CPU only; --model only) (f32)\n",
     RunGenerate);
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "common/engine/backend.h"
 #include "common/engine/cuda/select_backend.h"
+#include "common/engine/kv/kv_cache.h"
 #include "common/engine/model/llama_model.h"
 #include "tools/command.h"
 
@@ -51,6 +52,16 @@ inline engine::WeightQuantization QuantizeFlagOrExit(const Args& args) {
     std::exit(2);
   }
   return *q;
+}
+
+// Reads --kv-dtype f32|f16 (default f32); exits 2 with the reason when the value is unknown.
+inline engine::DType KvDTypeFlagOrExit(const Args& args) {
+  absl::StatusOr<engine::DType> dtype = engine::ParseKvDType(args.GetString("kv-dtype", "f32"));
+  if (!dtype.ok()) {
+    std::fprintf(stderr, "error: --kv-dtype: %s\n", std::string(dtype.status().message()).c_str());
+    std::exit(2);
+  }
+  return *dtype;
 }
 
 }  // namespace splitspec::tools

@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/engine/cuda/select_backend.h"
+#include "common/engine/kv/kv_cache.h"
 #include "common/engine/model/llama_model.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
@@ -64,6 +65,7 @@ constexpr char kUsage[] =
     "  --max-draft-tokens K     largest draft tree per request and step (64)\n"
     "  --kv-blocks N            KV-cache blocks (1024)\n"
     "  --block-size N           tokens per KV-cache block (16)\n"
+    "  --kv-dtype f32|f16       how the KV cache stores K and V: f16 halves its memory and reads (CPU only) (f32)\n"
     "  --threads N              CPU threads per rank (0 = all cores, split between ranks)\n"
     "  --tp N                   tensor-parallel ranks: threads of this process on the CPU (1)\n"
     "  --tp-rank R              with --device cuda: this process is rank R of --tp N over NCCL;\n"
@@ -205,6 +207,7 @@ int RunRankProcess(const splitspec::verifier::VerifierOptions& options,
   replica_options.n_threads = options.n_threads;
   replica_options.kv_blocks = options.kv_blocks;
   replica_options.block_size = options.block_size;
+  replica_options.kv_dtype = options.kv_dtype;
   replica_options.tp_rank = tp_rank;
   replica_options.tp_size = options.tp_size;
   auto replica = splitspec::verifier::VerifierReplica::Create(replica_options, std::move(*backend), comm->get());
@@ -237,6 +240,7 @@ int Run(const splitspec::rpc::Flags& flags) {
   options.model_dir = flags.GetString("model");
   options.device = flags.GetString("device", "cpu");
   const std::string quantize = flags.GetString("quantize", "none");
+  const std::string kv_dtype = flags.GetString("kv-dtype", "f32");
   auto port = flags.GetInt("port", 50051);
   auto max_draft = flags.GetInt("max-draft-tokens", 64);
   auto kv_blocks = flags.GetInt("kv-blocks", 1024);
@@ -278,6 +282,9 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto quantization = splitspec::engine::ParseWeightQuantization(quantize);
   if (!quantization.ok()) return Fail(quantization.status());
   options.quantize = *quantization;
+  auto kv_element = splitspec::engine::ParseKvDType(kv_dtype);
+  if (!kv_element.ok()) return Fail(kv_element.status());
+  options.kv_dtype = *kv_element;
   if (*tp < 1) return Fail(absl::InvalidArgumentError(absl::StrCat("--tp must be >= 1, got ", *tp)));
   options.kv_blocks = *kv_blocks;
   options.block_size = *block_size;

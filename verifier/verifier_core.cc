@@ -84,6 +84,7 @@ ReplicaOptions ToReplicaOptions(const VerifierOptions& options) {
   }
   replica.kv_blocks = options.kv_blocks;
   replica.block_size = options.block_size;
+  replica.kv_dtype = options.kv_dtype;
   replica.tp_size = options.tp_size;
   return replica;
 }

@@ -40,6 +40,8 @@ struct VerifierOptions {
   std::string model_dir;
   int32_t kv_blocks = 1024;
   int32_t block_size = 16;
+  // How the KV cache stores its rows: F32, or F16 on the CPU (engine::KvCacheOptions::dtype).
+  engine::DType kv_dtype = engine::DType::kF32;
   int32_t max_draft_tokens = 64;  // nodes per tree (k above this is INVALID_ARGUMENT)
   // Context served per request, in tokens: 0 = the model's max_position_embeddings; a smaller
   // value caps it (less KV per request; tests use it to reach the end quickly).

@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<VerifierReplica>> VerifierReplica::Create(
     if (!m.ok()) return m.status();
     model = std::move(*m);
     absl::StatusOr<std::unique_ptr<engine::KvCache>> k =
-        model->CreateKvCache(options.kv_blocks, options.block_size);
+        model->CreateKvCache(options.kv_blocks, options.block_size, options.kv_dtype);
     if (!k.ok()) return k.status();
     kv = std::move(*k);
     return engine::BackendStatus(*backend);

@@ -35,6 +35,7 @@ struct ReplicaOptions {
   int32_t n_threads = 0;       // CPU backend threads, 0 = OpenMP default
   int32_t kv_blocks = 1024;
   int32_t block_size = 16;
+  engine::DType kv_dtype = engine::DType::kF32;  // engine::KvCacheOptions::dtype
   int tp_rank = 0;
   int tp_size = 1;
 };

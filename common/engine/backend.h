@@ -103,6 +103,8 @@ class Backend {
   // Applied in order; callers guarantee dst[i] <= src[i] and increasing dst, so no overwrite.
   virtual void CopyKvSlots(Tensor& k_cache, Tensor& v_cache, absl::Span<const int32_t> src,
                            absl::Span<const int32_t> dst) = 0;
+  // Whether Attention and CopyKvSlots take K/V caches of `dtype` (every backend: F32).
+  virtual bool SupportsKvDType(DType dtype) const { return dtype == DType::kF32; }
 };
 
 struct CpuBackendOptions {

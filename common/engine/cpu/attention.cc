@@ -5,6 +5,10 @@
 // in the same order (the query heads that share a KV head run side by side, each in that
 // order). A tree node therefore produces the bits its root-to-node path produces when run as a
 // chain, and no result depends on what else is in the batch.
+//
+// The cache's rows are F32 or F16 (KvCacheOptions::dtype). F16 rows are rounded once, when
+// written, and widened to F32 as they are read; widening is exact, so a position's arithmetic is
+// the same whichever loop reads it, and the contract above holds for both.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,17 +25,51 @@ inline int32_t SlotOf(const AttentionSequence& seq, int block_size, int32_t pos)
   return seq.block_table[pos / block_size] * block_size + pos % block_size;
 }
 
+// How the kernels below read and write a cache row of either element type.
+struct F32Rows {
+  using Element = float;
+  static VecF Load(const float* p) { return cpu::Load(p); }
+  static float Scalar(const float* p, int64_t i) { return p[i]; }
+  static void Write(const float* from, int64_t n, float* to) { std::memcpy(to, from, static_cast<size_t>(n) * sizeof(float)); }
+};
+struct F16Rows {
+  using Element = uint16_t;
+  static VecF Load(const uint16_t* p) { return LoadF16(p); }
+  static float Scalar(const uint16_t* p, int64_t i) { return F16ToF32(p[i]); }
+  static void Write(const float* from, int64_t n, uint16_t* to) {
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) StoreF16(to + i, cpu::Load(from + i));
+    for (; i < n; ++i) to[i] = F32ToF16(from[i]);
+  }
+};
+
+template <typename Rows>
+const typename Rows::Element* CacheRow(const Tensor& cache, int32_t slot) {
+  return static_cast<const typename Rows::Element*>(cache.data) + static_cast<int64_t>(slot) * cache.cols;
+}
+
 // Writes this step's K/V rows into their cache slots (positions n_context + i).
+template <typename Rows>
 void StoreNewKv(const Tensor& k, const Tensor& v, const KvLayout& layout, Tensor& k_cache,
                 Tensor& v_cache, absl::Span<const AttentionSequence> sequences) {
-  const size_t row_bytes = static_cast<size_t>(k.cols) * sizeof(float);
   for (const AttentionSequence& seq : sequences) {
     for (int32_t i = 0; i < seq.n_new; ++i) {
       const int32_t slot = SlotOf(seq, layout.block_size, seq.n_context + i);
-      std::memcpy(k_cache.row(slot), k.row(seq.first_row + i), row_bytes);
-      std::memcpy(v_cache.row(slot), v.row(seq.first_row + i), row_bytes);
+      Rows::Write(k.row(seq.first_row + i), k.cols, const_cast<typename Rows::Element*>(CacheRow<Rows>(k_cache, slot)));
+      Rows::Write(v.row(seq.first_row + i), v.cols, const_cast<typename Rows::Element*>(CacheRow<Rows>(v_cache, slot)));
     }
   }
+}
+
+// Dot(q, k) (simd.h) with k a cache row: the same accumulation, k's elements widened as loaded.
+template <typename Rows>
+float DotWithRow(const float* q, const typename Rows::Element* k, int n) {
+  VecF acc = Zero();
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) acc = Fma(Load(q + i), Rows::Load(k + i), acc);
+  float sum = ReduceAdd(acc);
+  for (; i < n; ++i) sum += q[i] * Rows::Scalar(k, i);
+  return sum;
 }
 
 // A decode step streams the weights through every cache level, so by the time a layer's
@@ -52,9 +90,10 @@ constexpr size_t kPrefetchSlots = 8;
 // median of 5 interleaved runs, 5.47 -> 5.19 ms.
 constexpr int64_t kWorkPerKeyAndDim = 8;
 
-inline void PrefetchRow(const float* row, int n) {
+template <typename Element>
+inline void PrefetchRow(const Element* row, int n) {
   const char* p = reinterpret_cast<const char*>(row);
-  for (int offset = 0; offset < n * static_cast<int>(sizeof(float)); offset += 64) {
+  for (int offset = 0; offset < n * static_cast<int>(sizeof(Element)); offset += 64) {
     __builtin_prefetch(p + offset, /*rw=*/0, /*locality=*/3);
   }
 }
@@ -67,13 +106,15 @@ struct WorkItem {
 #if defined(__AVX512F__)
 // Scores of 16 positions for one query head whose head_dim is a multiple of 16: each position's
 // dot product accumulated as Dot accumulates it, the 16 sums taken together (ReduceAdd16), then
-// scaled: Dot(q, k) * scale to the bit, with one store instead of sixteen reductions.
-inline void ScoresOf16(const float* q, const float* const k_rows[16], int head_dim, float scale, float* out) {
+// scaled: DotWithRow(q, k) * scale to the bit, with one store instead of sixteen reductions.
+template <typename Rows>
+inline void ScoresOf16(const float* q, const typename Rows::Element* const k_rows[16], int head_dim, float scale,
+                       float* out) {
   __m512 acc[16];
   for (int p = 0; p < 16; ++p) acc[p] = Zero();
   for (int i = 0; i < head_dim; i += kLanes) {
     const __m512 q_part = Load(q + i);
-    for (int p = 0; p < 16; ++p) acc[p] = Fma(q_part, Load(k_rows[p] + i), acc[p]);
+    for (int p = 0; p < 16; ++p) acc[p] = Fma(q_part, Rows::Load(k_rows[p] + i), acc[p]);
   }
   _mm512_storeu_ps(out, _mm512_mul_ps(ReduceAdd16(acc), _mm512_set1_ps(scale)));
 }
@@ -115,15 +156,15 @@ void AppendSlots(const AttentionSequence& seq, int block_size, int32_t n, std::v
 // its products in position order, a multiply then an add, as the scalar loop it replaced did
 // (the same bits). The accumulators lived in memory before, one store-to-load round trip per
 // position on every lane's dependency chain.
-template <int kVecs>
+template <typename Rows, int kVecs>
 void WeightedSumOfV(const float* weights, const std::vector<int32_t>& slots, const Tensor& v_cache, int64_t col,
                     float* out) {
   VecF acc[kVecs];
   for (int j = 0; j < kVecs; ++j) acc[j] = Zero();
   for (size_t p = 0; p < slots.size(); ++p) {
     const VecF w = Broadcast(weights[p]);
-    const float* v_row = v_cache.row(slots[p]) + col;
-    for (int j = 0; j < kVecs; ++j) acc[j] = Add(acc[j], Mul(w, Load(v_row + j * kLanes)));
+    const typename Rows::Element* v_row = CacheRow<Rows>(v_cache, slots[p]) + col;
+    for (int j = 0; j < kVecs; ++j) acc[j] = Add(acc[j], Mul(w, Rows::Load(v_row + j * kLanes)));
   }
   for (int j = 0; j < kVecs; ++j) Store(out + j * kLanes, acc[j]);
 }
@@ -131,6 +172,7 @@ void WeightedSumOfV(const float* weights, const std::vector<int32_t>& slots, con
 // One head's weighted sum of V over head_dim columns from `col`: in chunks of up to
 // kMaxVecs vectors (what fits in registers beside the loads), then any columns past the last
 // whole vector one by one, with the same arithmetic.
+template <typename Rows>
 void WeightedSum(const float* weights, const std::vector<int32_t>& slots, const Tensor& v_cache, int64_t col,
                  int head_dim, float* out) {
   constexpr int kMaxVecs = 8;
@@ -138,30 +180,29 @@ void WeightedSum(const float* weights, const std::vector<int32_t>& slots, const 
   while (head_dim - d >= kLanes) {
     const int vecs = std::min(kMaxVecs, (head_dim - d) / kLanes);
     switch (vecs) {
-      case 1: WeightedSumOfV<1>(weights, slots, v_cache, col + d, out + d); break;
-      case 2: WeightedSumOfV<2>(weights, slots, v_cache, col + d, out + d); break;
-      case 3: WeightedSumOfV<3>(weights, slots, v_cache, col + d, out + d); break;
-      case 4: WeightedSumOfV<4>(weights, slots, v_cache, col + d, out + d); break;
-      case 5: WeightedSumOfV<5>(weights, slots, v_cache, col + d, out + d); break;
-      case 6: WeightedSumOfV<6>(weights, slots, v_cache, col + d, out + d); break;
-      case 7: WeightedSumOfV<7>(weights, slots, v_cache, col + d, out + d); break;
-      default: WeightedSumOfV<kMaxVecs>(weights, slots, v_cache, col + d, out + d); break;
+      case 1: WeightedSumOfV<Rows, 1>(weights, slots, v_cache, col + d, out + d); break;
+      case 2: WeightedSumOfV<Rows, 2>(weights, slots, v_cache, col + d, out + d); break;
+      case 3: WeightedSumOfV<Rows, 3>(weights, slots, v_cache, col + d, out + d); break;
+      case 4: WeightedSumOfV<Rows, 4>(weights, slots, v_cache, col + d, out + d); break;
+      case 5: WeightedSumOfV<Rows, 5>(weights, slots, v_cache, col + d, out + d); break;
+      case 6: WeightedSumOfV<Rows, 6>(weights, slots, v_cache, col + d, out + d); break;
+      case 7: WeightedSumOfV<Rows, 7>(weights, slots, v_cache, col + d, out + d); break;
+      default: WeightedSumOfV<Rows, kMaxVecs>(weights, slots, v_cache, col + d, out + d); break;
     }
     d += vecs * kLanes;
   }
   for (; d < head_dim; ++d) {
     float acc = 0;
-    for (size_t p = 0; p < slots.size(); ++p) acc += weights[p] * v_cache.row(slots[p])[col + d];
+    for (size_t p = 0; p < slots.size(); ++p) acc += weights[p] * Rows::Scalar(CacheRow<Rows>(v_cache, slots[p]), col + d);
     out[d] = acc;
   }
 }
 
-}  // namespace
-
-void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, const KvLayout& layout,
-               Tensor& k_cache, Tensor& v_cache, absl::Span<const AttentionSequence> sequences,
-               Tensor& out) {
-  StoreNewKv(k, v, layout, k_cache, v_cache, sequences);
+template <typename Rows>
+void AttentionOver(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, const KvLayout& layout,
+                   Tensor& k_cache, Tensor& v_cache, absl::Span<const AttentionSequence> sequences, Tensor& out) {
+  using Element = typename Rows::Element;
+  StoreNewKv<Rows>(k, v, layout, k_cache, v_cache, sequences);
 
   std::vector<WorkItem> items;
   for (int32_t s = 0; s < static_cast<int32_t>(sequences.size()); ++s) {
@@ -211,32 +252,48 @@ void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, c
       // Position p's K row, after asking for the K row kPrefetchSlots further on and for p's V
       // row (the weighted sum below reads it).
       auto k_row_of = [&](size_t p) {
-        if (p + kPrefetchSlots < n_slots) PrefetchRow(k_cache.row(slots[p + kPrefetchSlots]) + kv_offset, head_dim);
-        PrefetchRow(v_cache.row(slots[p]) + kv_offset, head_dim);
-        return k_cache.row(slots[p]) + kv_offset;
+        if (p + kPrefetchSlots < n_slots) {
+          PrefetchRow(CacheRow<Rows>(k_cache, slots[p + kPrefetchSlots]) + kv_offset, head_dim);
+        }
+        PrefetchRow(CacheRow<Rows>(v_cache, slots[p]) + kv_offset, head_dim);
+        return CacheRow<Rows>(k_cache, slots[p]) + kv_offset;
       };
       size_t p = 0;
 #if defined(__AVX512F__)
       // Sixteen positions at a time where the head is whole vectors; the rest one by one below.
       for (; head_dim % kLanes == 0 && p + 16 <= n_slots; p += 16) {
-        const float* k_rows[16];
+        const Element* k_rows[16];
         for (size_t j = 0; j < 16; ++j) k_rows[j] = k_row_of(p + j);
-        for (int g = 0; g < group; ++g) ScoresOf16(q_heads + g * head_dim, k_rows, head_dim, scale, &scores[g * n_slots + p]);
+        for (int g = 0; g < group; ++g) ScoresOf16<Rows>(q_heads + g * head_dim, k_rows, head_dim, scale, &scores[g * n_slots + p]);
       }
 #endif
       for (; p < n_slots; ++p) {
-        const float* k_row = k_row_of(p);
-        for (int g = 0; g < group; ++g) scores[g * n_slots + p] = Dot(q_heads + g * head_dim, k_row, head_dim) * scale;
+        const Element* k_row = k_row_of(p);
+        for (int g = 0; g < group; ++g) {
+          scores[g * n_slots + p] = DotWithRow<Rows>(q_heads + g * head_dim, k_row, head_dim) * scale;
+        }
       }
       for (int g = 0; g < group; ++g) inverse[g] = SoftmaxInPlace(scores.data() + g * n_slots, n_slots);
       for (int g = 0; g < group; ++g) {
-        WeightedSum(scores.data() + g * n_slots, slots, v_cache, kv_offset, head_dim, acc.data() + g * head_dim);
+        WeightedSum<Rows>(scores.data() + g * n_slots, slots, v_cache, kv_offset, head_dim, acc.data() + g * head_dim);
       }
       for (int g = 0; g < group; ++g) {
         float* out_head = out.row(row) + (static_cast<int64_t>(kv_head) * group + g) * head_dim;
         for (int d = 0; d < head_dim; ++d) out_head[d] = acc[g * head_dim + d] * inverse[g];
       }
     }
+  }
+}
+
+}  // namespace
+
+void Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, const KvLayout& layout,
+               Tensor& k_cache, Tensor& v_cache, absl::Span<const AttentionSequence> sequences,
+               Tensor& out) {
+  if (k_cache.dtype == DType::kF16) {
+    AttentionOver<F16Rows>(q, k, v, n_heads, layout, k_cache, v_cache, sequences, out);
+  } else {
+    AttentionOver<F32Rows>(q, k, v, n_heads, layout, k_cache, v_cache, sequences, out);
   }
 }
 

@@ -157,13 +157,18 @@ class CpuBackend final : public Backend {
 
   void CopyKvSlots(Tensor& k_cache, Tensor& v_cache, absl::Span<const int32_t> src,
                    absl::Span<const int32_t> dst) override {
-    const size_t row_bytes = static_cast<size_t>(k_cache.cols) * sizeof(float);
+    const size_t row_bytes = DTypeRowBytes(k_cache.dtype, k_cache.cols);
+    auto* k = static_cast<uint8_t*>(k_cache.data);
+    auto* v = static_cast<uint8_t*>(v_cache.data);
     for (size_t i = 0; i < src.size(); ++i) {
       if (src[i] == dst[i]) continue;
-      std::memmove(k_cache.row(dst[i]), k_cache.row(src[i]), row_bytes);
-      std::memmove(v_cache.row(dst[i]), v_cache.row(src[i]), row_bytes);
+      std::memmove(k + dst[i] * row_bytes, k + src[i] * row_bytes, row_bytes);
+      std::memmove(v + dst[i] * row_bytes, v + src[i] * row_bytes, row_bytes);
     }
   }
+
+  // F16 rows: cpu/attention.cc widens them exactly as it reads them.
+  bool SupportsKvDType(DType dtype) const override { return dtype == DType::kF32 || dtype == DType::kF16; }
 };
 
 }  // namespace

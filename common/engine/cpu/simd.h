@@ -34,6 +34,10 @@ inline VecF LoadBF16(const uint16_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
 }
 inline void Store(float* p, VecF v) { _mm512_storeu_ps(p, v); }
+// Rounds to the nearest half, ties to even: F32ToF16 (dtype.h) lane by lane (a NaN stays a NaN).
+inline void StoreF16(uint16_t* p, VecF v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
 inline VecF Fma(VecF a, VecF b, VecF c) { return _mm512_fmadd_ps(a, b, c); }
 inline VecF Mul(VecF a, VecF b) { return _mm512_mul_ps(a, b); }
 inline VecF Add(VecF a, VecF b) { return _mm512_add_ps(a, b); }
@@ -87,6 +91,9 @@ inline VecF LoadBF16(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
 }
 inline void Store(float* p, VecF v) { _mm256_storeu_ps(p, v); }
+inline void StoreF16(uint16_t* p, VecF v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
 inline VecF Fma(VecF a, VecF b, VecF c) { return _mm256_fmadd_ps(a, b, c); }
 inline VecF Mul(VecF a, VecF b) { return _mm256_mul_ps(a, b); }
 inline VecF Add(VecF a, VecF b) { return _mm256_add_ps(a, b); }
@@ -125,6 +132,9 @@ inline VecF LoadBF16(const uint16_t* p) {
 }
 inline void Store(float* p, VecF v) {
   for (int i = 0; i < kLanes; ++i) p[i] = v.lane[i];
+}
+inline void StoreF16(uint16_t* p, VecF v) {
+  for (int i = 0; i < kLanes; ++i) p[i] = F32ToF16(v.lane[i]);
 }
 inline VecF Fma(VecF a, VecF b, VecF c) {
   for (int i = 0; i < kLanes; ++i) c.lane[i] += a.lane[i] * b.lane[i];

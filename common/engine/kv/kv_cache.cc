@@ -2,10 +2,17 @@
 #include "common/engine/kv/kv_cache.h"
 
 #include <algorithm>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
 namespace splitspec::engine {
+
+absl::StatusOr<DType> ParseKvDType(std::string_view name) {
+  if (name == "f32") return DType::kF32;
+  if (name == "f16") return DType::kF16;
+  return absl::InvalidArgumentError(absl::StrCat("unknown KV cache dtype '", std::string(name), "' (f32 or f16)"));
+}
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(Backend& backend, const KvCacheOptions& options) {
   if (options.n_layers <= 0 || options.n_heads_kv <= 0 || options.head_dim <= 0 || options.n_blocks <= 0 ||
@@ -14,14 +21,18 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(Backend& backend, const
                                                    " kv_heads=", options.n_heads_kv, " head_dim=", options.head_dim,
                                                    " blocks=", options.n_blocks, " block_size=", options.block_size));
   }
+  if (!backend.SupportsKvDType(options.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", std::string(DTypeName(options.dtype)), " is not supported on the ",
+                                                   std::string(backend.name()), " backend"));
+  }
   std::unique_ptr<KvCache> cache(new KvCache(backend, options));
   const int64_t n_slots = static_cast<int64_t>(options.n_blocks) * options.block_size;
   const int64_t width = static_cast<int64_t>(options.n_heads_kv) * options.head_dim;
   for (int layer = 0; layer < options.n_layers; ++layer) {
-    absl::StatusOr<Tensor> k = backend.Allocate(DType::kF32, n_slots, width);
+    absl::StatusOr<Tensor> k = backend.Allocate(options.dtype, n_slots, width);
     if (!k.ok()) return k.status();
     cache->k_.push_back(*k);
-    absl::StatusOr<Tensor> v = backend.Allocate(DType::kF32, n_slots, width);
+    absl::StatusOr<Tensor> v = backend.Allocate(options.dtype, n_slots, width);
     if (!v.ok()) return v.status();
     cache->v_.push_back(*v);
   }

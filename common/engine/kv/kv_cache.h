@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -25,7 +26,14 @@ struct KvCacheOptions {
   int head_dim = 0;
   int n_blocks = 0;
   int block_size = 16;
+  // How K and V rows are stored: F32, or F16 (half the bytes a step reads and the memory a
+  // token takes; each value rounded to the nearest half once, when its row is written) where
+  // the backend supports it (Backend::SupportsKvDType).
+  DType dtype = DType::kF32;
 };
+
+// "f32" or "f16", the values of the services' and tools' --kv-dtype flag.
+absl::StatusOr<DType> ParseKvDType(std::string_view name);
 
 class KvCache {
  public:

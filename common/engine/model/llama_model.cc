@@ -263,8 +263,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::string& 
   return model;
 }
 
-absl::StatusOr<std::unique_ptr<KvCache>> LlamaModel::CreateKvCache(int n_blocks, int block_size) const {
-  return KvCache::Create(backend_, {config_.n_layers, n_heads_kv_local_, config_.head_dim, n_blocks, block_size});
+absl::StatusOr<std::unique_ptr<KvCache>> LlamaModel::CreateKvCache(int n_blocks, int block_size, DType kv_dtype) const {
+  return KvCache::Create(backend_, {config_.n_layers, n_heads_kv_local_, config_.head_dim, n_blocks, block_size, kv_dtype});
 }
 
 absl::StatusOr<Tensor> LlamaModel::Workspace(int index, int64_t rows, int64_t cols) {

@@ -89,7 +89,9 @@ class LlamaModel {
   int tp_size() const { return tp_size_; }
 
   // A KV cache shaped for this model (this shard's KV heads under TP) with `n_blocks` blocks of `block_size` tokens.
-  absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(int n_blocks, int block_size = 16) const;
+  // `kv_dtype`: KvCacheOptions::dtype (F32, or F16 where the backend supports it).
+  absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(int n_blocks, int block_size = 16,
+                                                         DType kv_dtype = DType::kF32) const;
 
   // Runs the steps in one batched forward. Under TP every rank must call Forward with the
   // same steps (rank 0 broadcasts them), since the forward runs collectives. Appends each step's nodes to its sequence in `kv`

@@ -18,8 +18,13 @@ struct Work {
   SequenceStep step;  // seq filled per run
 };
 
-TEST(BatchInvarianceTest, LogitsDoNotDependOnBatchCompanions) {
-  testing::LoadedModel m = LoadTinyModel({}, 1024);
+// Parameter: the KV cache's dtype.
+class BatchInvarianceTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(BatchInvarianceTest, LogitsDoNotDependOnBatchCompanions) {
+  testing::TestModelSpec spec;
+  spec.kv_dtype = GetParam();
+  testing::LoadedModel m = LoadTinyModel(spec, 1024);
   const int vocab = m.model->config().vocab_size;
   std::mt19937_64 rng(5);
   std::vector<Work> work(8);
@@ -57,6 +62,8 @@ TEST(BatchInvarianceTest, LogitsDoNotDependOnBatchCompanions) {
     ASSERT_EQ(std::memcmp(alone.data(), batched.data(), alone.size() * sizeof(float)), 0) << "batch " << batch;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(KvDTypes, BatchInvarianceTest, ::testing::Values(DType::kF32, DType::kF16));
 
 }  // namespace
 }  // namespace splitspec::engine

@@ -38,7 +38,7 @@ LoadedModel LoadTinyModel(const TestModelSpec& spec, int n_blocks) {
   absl::StatusOr<std::unique_ptr<LlamaModel>> model = LlamaModel::Load(TinyModelDir(spec), *loaded.backend);
   EXPECT_TRUE(model.ok()) << model.status();
   loaded.model = std::move(*model);
-  absl::StatusOr<std::unique_ptr<KvCache>> kv = loaded.model->CreateKvCache(n_blocks);
+  absl::StatusOr<std::unique_ptr<KvCache>> kv = loaded.model->CreateKvCache(n_blocks, 16, spec.kv_dtype);
   EXPECT_TRUE(kv.ok()) << kv.status();
   loaded.kv = std::move(*kv);
   return loaded;

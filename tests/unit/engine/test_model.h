@@ -17,6 +17,7 @@ struct TestModelSpec {
   bool attention_bias = false;
   bool tie_embeddings = true;
   uint64_t seed = 7;
+  DType kv_dtype = DType::kF32;  // the KV cache LoadTinyModel creates (KvCacheOptions::dtype)
 };
 
 // Writes (once per spec, cached for the test binary's lifetime) a `tiny`-preset model

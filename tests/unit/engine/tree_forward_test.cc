@@ -33,12 +33,14 @@ std::vector<int32_t> PathTo(const std::vector<int32_t>& parents, int node) {
 // The cache rows themselves, every layer and position of `seq`, against `fresh`'s.
 void ExpectSameCache(testing::LoadedModel& m, SeqId seq, SeqId fresh) {
   const ModelConfig& config = m.model->config();
-  const size_t row_bytes = static_cast<size_t>(config.n_heads_kv) * config.head_dim * sizeof(float);
+  const size_t row_bytes = DTypeRowBytes(m.kv->k(0).dtype, static_cast<int64_t>(config.n_heads_kv) * config.head_dim);
+  // Slot `slot`'s row of a cache tensor of either dtype.
+  auto row = [&](const Tensor& cache, int32_t slot) { return static_cast<const uint8_t*>(cache.data) + slot * row_bytes; };
   for (int layer = 0; layer < config.n_layers; ++layer) {
     for (int32_t pos = 0; pos < m.kv->Length(seq); ++pos) {
-      ASSERT_EQ(std::memcmp(m.kv->k(layer).row(m.kv->Slot(seq, pos)), m.kv->k(layer).row(m.kv->Slot(fresh, pos)),
+      ASSERT_EQ(std::memcmp(row(m.kv->k(layer), m.kv->Slot(seq, pos)), row(m.kv->k(layer), m.kv->Slot(fresh, pos)),
                             row_bytes), 0) << "K layer " << layer << " pos " << pos;
-      ASSERT_EQ(std::memcmp(m.kv->v(layer).row(m.kv->Slot(seq, pos)), m.kv->v(layer).row(m.kv->Slot(fresh, pos)),
+      ASSERT_EQ(std::memcmp(row(m.kv->v(layer), m.kv->Slot(seq, pos)), row(m.kv->v(layer), m.kv->Slot(fresh, pos)),
                             row_bytes), 0) << "V layer " << layer << " pos " << pos;
     }
   }
@@ -209,7 +211,10 @@ TEST_P(TreeForwardTest, CommitAndTruncateEqualAFreshPrefill) {
 INSTANTIATE_TEST_SUITE_P(Variants, TreeForwardTest,
                          ::testing::Values(TestModelSpec{DType::kF32, false, true, 7},
                                            TestModelSpec{DType::kF16, false, true, 8},
-                                           TestModelSpec{DType::kBF16, true, false, 9}));
+                                           TestModelSpec{DType::kBF16, true, false, 9},
+                                           // The same invariants with the cache's rows in F16.
+                                           TestModelSpec{DType::kF32, false, true, 7, DType::kF16},
+                                           TestModelSpec{DType::kBF16, true, false, 9, DType::kF16}));
 
 }  // namespace
 }  // namespace splitspec::engine

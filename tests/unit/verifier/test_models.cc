@@ -45,11 +45,12 @@ const TestModels& GetTestModels() {
   return *models;
 }
 
-std::vector<int32_t> GreedyReference(const std::string& model_dir, const std::vector<int32_t>& prompt, int n) {
+std::vector<int32_t> GreedyReference(const std::string& model_dir, const std::vector<int32_t>& prompt, int n,
+                                     engine::DType kv_dtype) {
   std::unique_ptr<engine::Backend> backend = engine::CreateCpuBackend();
   auto model = engine::LlamaModel::Load(model_dir, *backend);
   if (!model.ok()) Die(std::string(model.status().message()));
-  auto kv = (*model)->CreateKvCache(256, 16);
+  auto kv = (*model)->CreateKvCache(256, 16, kv_dtype);
   if (!kv.ok()) Die(std::string(kv.status().message()));
   engine::GenerateOptions options;
   options.max_tokens = n;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/engine/dtype.h"
+
 namespace splitspec::testing {
 
 struct TestModels {
@@ -19,8 +21,9 @@ struct TestModels {
 const TestModels& GetTestModels();
 
 // Plain greedy generation of `n` tokens after `prompt` on the model in `model_dir`, in-process
-// with the engine (a fresh model load and KV cache per call).
-std::vector<int32_t> GreedyReference(const std::string& model_dir, const std::vector<int32_t>& prompt, int n);
+// with the engine (a fresh model load and KV cache of `kv_dtype` per call).
+std::vector<int32_t> GreedyReference(const std::string& model_dir, const std::vector<int32_t>& prompt, int n,
+                                     engine::DType kv_dtype = engine::DType::kF32);
 
 }  // namespace splitspec::testing
 

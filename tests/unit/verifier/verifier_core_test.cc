@@ -71,12 +71,17 @@ TEST(VerifierCoreTest, PlainDecodeBatchMatchesGreedyReference) {
   }
 }
 
-TEST(VerifierCoreTest, DraftsAreAcceptedUpToTheFirstMismatchAndOutputStaysGreedy) {
-  auto core = MakeCore();
+// Parameter: the KV cache's dtype (the reference decodes with the same).
+class VerifierDraftsTest : public ::testing::TestWithParam<engine::DType> {};
+
+TEST_P(VerifierDraftsTest, DraftsAreAcceptedUpToTheFirstMismatchAndOutputStaysGreedy) {
+  VerifierOptions options;
+  options.kv_dtype = GetParam();
+  auto core = MakeCore(8, 0, options);
   ASSERT_NE(core, nullptr);
   const int kTotal = 24;
-  const std::vector<int32_t> reference = GreedyReference(GetTestModels().target_dir, kPromptA, kTotal);
-  const std::vector<int32_t> reference_b = GreedyReference(GetTestModels().target_dir, kPromptB, kTotal);
+  const std::vector<int32_t> reference = GreedyReference(GetTestModels().target_dir, kPromptA, kTotal, GetParam());
+  const std::vector<int32_t> reference_b = GreedyReference(GetTestModels().target_dir, kPromptB, kTotal, GetParam());
   auto prefilled = core->Prefill({{1, kPromptA, {}}, {2, kPromptB, {}}});
   ASSERT_TRUE(prefilled.ok()) << prefilled.status();
   std::vector<int32_t> out = {(*prefilled)[0].next_token};
@@ -112,6 +117,8 @@ TEST(VerifierCoreTest, DraftsAreAcceptedUpToTheFirstMismatchAndOutputStaysGreedy
   EXPECT_EQ(out_b, std::vector<int32_t>(reference_b.begin(), reference_b.begin() + out_b.size()));
   EXPECT_GT(verified->compute_seconds, 0.0);
 }
+
+INSTANTIATE_TEST_SUITE_P(KvDTypes, VerifierDraftsTest, ::testing::Values(engine::DType::kF32, engine::DType::kF16));
 
 TEST(VerifierCoreTest, TreeAcceptsTheMatchingBranch) {
   auto core = MakeCore();
