@@ -43,9 +43,14 @@ struct F16Rows {
   }
 };
 
+// The row of cache slot `slot`.
 template <typename Rows>
 const typename Rows::Element* CacheRow(const Tensor& cache, int32_t slot) {
   return static_cast<const typename Rows::Element*>(cache.data) + static_cast<int64_t>(slot) * cache.cols;
+}
+template <typename Rows>
+typename Rows::Element* CacheRow(Tensor& cache, int32_t slot) {
+  return static_cast<typename Rows::Element*>(cache.data) + static_cast<int64_t>(slot) * cache.cols;
 }
 
 // Writes this step's K/V rows into their cache slots (positions n_context + i).
@@ -55,8 +60,8 @@ void StoreNewKv(const Tensor& k, const Tensor& v, const KvLayout& layout, Tensor
   for (const AttentionSequence& seq : sequences) {
     for (int32_t i = 0; i < seq.n_new; ++i) {
       const int32_t slot = SlotOf(seq, layout.block_size, seq.n_context + i);
-      Rows::Write(k.row(seq.first_row + i), k.cols, const_cast<typename Rows::Element*>(CacheRow<Rows>(k_cache, slot)));
-      Rows::Write(v.row(seq.first_row + i), v.cols, const_cast<typename Rows::Element*>(CacheRow<Rows>(v_cache, slot)));
+      Rows::Write(k.row(seq.first_row + i), k.cols, CacheRow<Rows>(k_cache, slot));
+      Rows::Write(v.row(seq.first_row + i), v.cols, CacheRow<Rows>(v_cache, slot));
     }
   }
 }
