@@ -1,4 +1,4 @@
-// `--device` and `--tp` on the real binaries (splitspec-verifier, splitspec-drafter and the
+// `--device`, `--tp` and `--kv-dtype` on the real binaries (splitspec-verifier, splitspec-drafter and the
 // engine-running `splitspec` subcommands): --device cpu serves and generates end to end (the
 // verifier also with --tp 2, ranks as threads, checked against plain greedy decoding over
 // gRPC), an unknown device is a usage error, and cuda without the CUDA backend or without a GPU
@@ -324,6 +324,25 @@ TEST(DeviceFlagTest, CpuDrafterServesEndToEnd) {
   ASSERT_EQ(proposed->results.size(), 1u);
   EXPECT_EQ(proposed->results[0].draft.tokens.size(), 3u);
   EXPECT_EQ(drafter.Stop(), 0);
+}
+
+// --kv-dtype on the same four commands: an unknown value is a usage error naming it, f16 on the
+// CPU generates, and the lookup drafters, which keep no KV cache, refuse the flag.
+TEST(DeviceFlagTest, KvDTypeFlagIsCheckedEverywhere) {
+  for (std::vector<std::string> argv : AllCommands("cpu")) {
+    argv.insert(argv.end(), {"--kv-dtype", "bf16"});
+    const CommandResult r = RunCommand(argv);
+    EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(argv, " ") << "\n" << r.output;
+    EXPECT_NE(r.output.find("unknown KV cache dtype 'bf16'"), std::string::npos) << absl::StrJoin(argv, " ") << "\n" << r.output;
+  }
+  std::vector<std::string> generate = GenerateArgs("cpu");
+  generate.insert(generate.end(), {"--kv-dtype", "f16"});
+  const CommandResult generated = RunCommand(generate);
+  EXPECT_EQ(generated.exit_code, 0) << generated.output;
+  EXPECT_NE(generated.output.find("def main():"), std::string::npos) << generated.output;
+  const CommandResult ngram = RunCommand({SPLITSPEC_DRAFTER_BIN, "--ngram", "--kv-dtype", "f16", "--port", "0"});
+  EXPECT_EQ(ngram.exit_code, 2) << ngram.output;
+  EXPECT_NE(ngram.output.find("--kv-dtype goes with --model"), std::string::npos) << ngram.output;
 }
 
 TEST(DeviceFlagTest, NgramDrafterRefusesADevice) {
