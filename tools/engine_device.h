@@ -44,24 +44,26 @@ inline std::unique_ptr<engine::Backend> CreateBackendOrExit(const engine::Device
   return std::move(*backend);
 }
 
-// Reads --quantize none|int8 (default none); exits 2 with the reason when the value is unknown.
-inline engine::WeightQuantization QuantizeFlagOrExit(const Args& args) {
-  absl::StatusOr<engine::WeightQuantization> q = engine::ParseWeightQuantization(args.GetString("quantize", "none"));
-  if (!q.ok()) {
-    std::fprintf(stderr, "error: --quantize: %s\n", std::string(q.status().message()).c_str());
+// Reads flag --NAME (default `fallback`) through `parse` (string -> absl::StatusOr<T>); exits 2
+// with the reason when the value is unknown.
+template <typename ParseFn>
+auto ParsedFlagOrExit(const Args& args, const char* name, const char* fallback, ParseFn&& parse) {
+  auto parsed = parse(args.GetString(name, fallback));
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "error: --%s: %s\n", name, std::string(parsed.status().message()).c_str());
     std::exit(2);
   }
-  return *q;
+  return *std::move(parsed);
 }
 
-// Reads --kv-dtype f32|f16 (default f32); exits 2 with the reason when the value is unknown.
+// --quantize none|int8 (default none).
+inline engine::WeightQuantization QuantizeFlagOrExit(const Args& args) {
+  return ParsedFlagOrExit(args, "quantize", "none", engine::ParseWeightQuantization);
+}
+
+// --kv-dtype f32|f16 (default f32).
 inline engine::DType KvDTypeFlagOrExit(const Args& args) {
-  absl::StatusOr<engine::DType> dtype = engine::ParseKvDType(args.GetString("kv-dtype", "f32"));
-  if (!dtype.ok()) {
-    std::fprintf(stderr, "error: --kv-dtype: %s\n", std::string(dtype.status().message()).c_str());
-    std::exit(2);
-  }
-  return *dtype;
+  return ParsedFlagOrExit(args, "kv-dtype", "f32", engine::ParseKvDType);
 }
 
 }  // namespace splitspec::tools
