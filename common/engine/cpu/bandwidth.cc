@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "common/engine/cpu/host_memory.h"
 #include "common/engine/cpu/simd.h"
 
 namespace splitspec::engine::cpu {
@@ -92,12 +93,14 @@ void PickBest(ReadCeiling& c) {
 ReadProbe::ReadProbe(size_t bytes) : n_chunks_(std::max<size_t>(1, bytes / kChunkBytes)) {
   // Prefetches near the end of a range run up to kPrefetchBytes past it: allocate that slack.
   const size_t n_floats = n_chunks_ * kChunkFloats + kPrefetchBytes / sizeof(float);
-  data_ = static_cast<float*>(std::aligned_alloc(64, n_floats * sizeof(float)));
+  buffer_bytes_ = n_floats * sizeof(float);
+  // The same kind of memory the weights live in (host_memory.h), or the probe would not bound them.
+  data_ = static_cast<float*>(AllocateHostBuffer(buffer_bytes_));
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n_floats; ++i) data_[i] = static_cast<float>(i & 7);
 }
 
-ReadProbe::~ReadProbe() { std::free(data_); }
+ReadProbe::~ReadProbe() { FreeHostBuffer(data_, buffer_bytes_); }
 
 ReadCeiling ReadProbe::Pass() {
   ReadCeiling ceiling;

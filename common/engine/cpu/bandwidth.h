@@ -40,6 +40,7 @@ class ReadProbe {
 
  private:
   float* data_ = nullptr;
+  size_t buffer_bytes_ = 0;
   size_t n_chunks_ = 0;
   volatile float sink_ = 0;  // keeps the reads from being optimized away
 };

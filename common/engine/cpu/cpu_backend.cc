@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/engine/backend.h"
+#include "common/engine/cpu/host_memory.h"
 #include "common/engine/cpu/kernels.h"
 #include "common/engine/cpu/q8_groups.h"
 #include "common/engine/cpu/simd.h"
@@ -16,8 +17,6 @@
 
 namespace splitspec::engine {
 namespace {
-
-constexpr size_t kAlignment = 64;  // one cache line, and a full AVX-512 register
 
 // Bytes a tensor takes in host memory: Q8_0 matrices are held in whole groups of rows.
 size_t HeldBytes(const Tensor& tensor) {
@@ -38,18 +37,16 @@ class CpuBackend final : public Backend {
       return absl::InvalidArgumentError(absl::StrCat("Q8_0 rows hold whole blocks of ", kQ8BlockSize, " weights, not ", cols));
     }
     Tensor tensor{nullptr, dtype, rows, cols};
-    const size_t bytes = std::max<size_t>(HeldBytes(tensor), 1);
-    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    tensor.data = std::aligned_alloc(kAlignment, rounded);
+    const size_t bytes = HeldBytes(tensor);
+    tensor.data = cpu::AllocateHostBuffer(bytes);
     if (tensor.data == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat("out of host memory allocating ", rounded, " bytes"));
+      return absl::ResourceExhaustedError(absl::StrCat("out of host memory allocating ", bytes, " bytes"));
     }
-    std::memset(tensor.data, 0, rounded);
     return tensor;
   }
 
   void Free(Tensor& tensor) override {
-    std::free(tensor.data);
+    cpu::FreeHostBuffer(tensor.data, HeldBytes(tensor));
     tensor.data = nullptr;
   }
 

@@ -1,0 +1,36 @@
+// Host buffers for tensors and the read probe.
+//
+// A batch-1 decode step reads every weight once, streaming through far more memory than the
+// TLB maps in 4 KiB pages; on a virtual machine each TLB miss is a two-level page walk. Backed
+// by 2 MiB pages the same kernels decode 8-19% faster (docs/architecture.md, "Host memory").
+// A model's matrices are mostly smaller than 2 MiB, and a huge page needs 2 MiB of one mapping
+// to itself, so buffers of kArenaMinBytes and more are carved from shared chunks: anonymous
+// mappings aligned to 2 MiB and advised MADV_HUGEPAGE, which the kernel honours when
+// transparent huge pages are "always" or "madvise" (Debian's default) and ignores otherwise.
+// Smaller buffers (norm weights, one token's activations) come from the C allocator.
+#ifndef SPLITSPEC_COMMON_ENGINE_CPU_HOST_MEMORY_H_
+#define SPLITSPEC_COMMON_ENGINE_CPU_HOST_MEMORY_H_
+
+#include <cstddef>
+
+namespace splitspec::engine::cpu {
+
+constexpr size_t kHostAlignment = 64;               // one cache line, and a full AVX-512 register
+constexpr size_t kHugePageBytes = size_t{2} << 20;  // x86-64's transparent huge page
+constexpr size_t kArenaMinBytes = size_t{64} << 10;
+constexpr size_t kArenaChunkBytes = size_t{64} << 20;  // a larger buffer gets a chunk of its own
+
+// Zero-filled, writable memory for `bytes` (at least one), aligned to kHostAlignment, and to a
+// 4 KiB page when it comes from a chunk; nullptr when the system has no memory for it.
+void* AllocateHostBuffer(size_t bytes);
+
+// Releases what AllocateHostBuffer(bytes) returned; `bytes` must be the same. Null is a no-op.
+// Freed space is reused by later buffers; a chunk left empty goes back to the system.
+void FreeHostBuffer(void* data, size_t bytes);
+
+// Bytes of chunks mapped now (whether or not buffers occupy them).
+size_t HostArenaMappedBytes();
+
+}  // namespace splitspec::engine::cpu
+
+#endif  // SPLITSPEC_COMMON_ENGINE_CPU_HOST_MEMORY_H_
