@@ -80,8 +80,10 @@ class ChunkArena {
     uint8_t* data = TakeFirstFit(length);
     if (data == nullptr && AddChunk(length)) data = TakeFirstFit(length);
     if (data == nullptr) return nullptr;
-    Unpoison(data, bytes);
-    std::memset(data, 0, bytes);  // freed space is reused, so it may hold an old buffer's bytes
+    // Whole cache lines, as the C allocator path gives: vector loops may read a row's last line.
+    const size_t usable = RoundUp(bytes, kHostAlignment);
+    Unpoison(data, usable);
+    std::memset(data, 0, usable);  // freed space is reused, so it may hold an old buffer's bytes
     return data;
   }
 
