@@ -62,22 +62,29 @@ struct Bench {
     return seqs;
   }
 
-  // Seconds of each of `steps` decode steps of `batch` sequences (1 token each, logits for
-  // every sequence), after two that warm caches; `between` runs after every step, untimed.
+  // Seconds of decode step `s` of `seqs` (1 token each, logits for every sequence).
+  double TimedStep(const std::vector<engine::SeqId>& seqs, int s) {
+    std::vector<engine::SequenceStep> work;
+    for (size_t b = 0; b < seqs.size(); ++b) {
+      work.push_back({seqs[b], {static_cast<int32_t>((s * 31 + b) % model.config().vocab_size)}, {}, {0}});
+    }
+    engine::ForwardResult result;
+    const auto start = Clock::now();
+    if (!model.Forward(work, kv, &result).ok()) std::abort();
+    return Seconds(start, Clock::now());
+  }
+
+  // Seconds of each of `steps` decode steps of `batch` sequences, after two that warm caches;
+  // `between` runs after every timed step, untimed.
   template <typename BetweenFn>
   std::vector<double> DecodeStepTimes(int batch, int steps, BetweenFn&& between) {
     const std::vector<engine::SeqId> seqs = Prefill(batch);
     std::vector<double> times;
     for (int s = 0; s < steps + 2; ++s) {
-      std::vector<engine::SequenceStep> work;
-      for (size_t b = 0; b < seqs.size(); ++b) {
-        work.push_back({seqs[b], {static_cast<int32_t>((s * 31 + b) % model.config().vocab_size)}, {}, {0}});
-      }
-      engine::ForwardResult result;
-      const auto start = Clock::now();
-      if (!model.Forward(work, kv, &result).ok()) std::abort();
-      if (s >= 2) times.push_back(Seconds(start, Clock::now()));
-      if (s >= 2) between();
+      const double seconds = TimedStep(seqs, s);
+      if (s < 2) continue;
+      times.push_back(seconds);
+      between();
     }
     for (engine::SeqId seq : seqs) kv.Release(seq);
     return times;
@@ -130,6 +137,37 @@ void PrintPairedShare(Bench& bench, double weight_bytes, size_t probe_bytes, int
               100 * Quantile(shares, 0.25), 100 * Quantile(shares, 0.75), 100 * Median(shares_of_best));
 }
 
+// The same weights loaded again by a CPU backend that takes every buffer from the C allocator
+// (base pages), batch-1 decode steps alternating with this one's (huge-page chunks,
+// cpu/host_memory.h) in one process, so that both see the same minutes of a shared machine.
+void PrintBasePagesComparison(Bench& bench, const std::string& model_dir, const engine::ModelLoadOptions& load_options,
+                              int threads, engine::DType kv_dtype, int steps) {
+  engine::CpuBackendOptions base_options;
+  base_options.n_threads = threads;
+  base_options.huge_page_chunks = false;
+  std::unique_ptr<engine::Backend> backend = engine::CreateCpuBackend(base_options);
+  auto model = engine::LlamaModel::Load(model_dir, *backend, load_options);
+  if (!model.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(model.status().message()).c_str());
+    std::exit(1);
+  }
+  auto kv = (*model)->CreateKvCache((bench.context + steps + 8) / 16 + 4, 16, kv_dtype);
+  if (!kv.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(kv.status().message()).c_str());
+    std::exit(1);
+  }
+  Bench base{**model, **kv, bench.context};
+  const std::vector<engine::SeqId> base_seqs = base.Prefill(1);
+  std::vector<double> base_times;
+  int s = 0;
+  const std::vector<double> chunk_times =
+      bench.DecodeStepTimes(1, steps, [&] { base_times.push_back(base.TimedStep(base_seqs, s++)); });
+  const double chunks = Median(chunk_times), base_pages = Median(base_times);
+  std::printf("host memory: batch-1 decode %.2f ms with huge-page chunks, %.2f ms with the C allocator's base pages "
+              "(medians of %d steps each, alternating): %.0f%% faster\n",
+              chunks * 1e3, base_pages * 1e3, steps, 100.0 * (base_pages / chunks - 1.0));
+}
+
 int RunBenchEngine(const Args& args) {
   const std::string model_dir = args.Require("model");
   const int threads = static_cast<int>(args.GetInt("threads", 0));
@@ -141,7 +179,13 @@ int RunBenchEngine(const Args& args) {
   const engine::DeviceSpec device = DeviceFlagOrExit(args);
   const engine::WeightQuantization quantize = QuantizeFlagOrExit(args);
   const engine::DType kv_dtype = KvDTypeFlagOrExit(args);
+  const bool compare_base_pages = args.Has("compare-base-pages");
   args.CheckAllUsed();
+  if (compare_base_pages && device.cuda) {
+    std::fprintf(stderr, "error: --compare-base-pages compares CPU host memory; it does not apply to %s\n",
+                 device.ToString().c_str());
+    return 2;
+  }
 
   std::unique_ptr<engine::Backend> backend = CreateBackendOrExit(device, threads);
   engine::ModelLoadOptions load_options;
@@ -212,6 +256,10 @@ int RunBenchEngine(const Args& args) {
       std::printf("\n");
     }
   }
+  if (compare_base_pages) {
+    PrintBasePagesComparison(bench, model_dir, load_options, threads, kv_dtype, steps);
+    std::printf("\n");
+  }
 
   if (!forward_tokens.empty()) std::printf("%-8s %12s %12s\n", "tokens", "forward ms", "x first");
   double one = 0;
@@ -240,7 +288,9 @@ const RegisterCommand kRegister(
     "                            first is the ratios' base (1,2,3,4,5,6,8,16)\n"
     "  --f32-weights             load the weights as f32 whatever their file dtype\n"
     "  --quantize none|int8      int8: quantize the matrices at load (Q8_0) (none)\n"
-    "  --kv-dtype f32|f16        how the KV cache stores K and V (f16: CPU only) (f32)\n",
+    "  --kv-dtype f32|f16        how the KV cache stores K and V (f16: CPU only) (f32)\n"
+    "  --compare-base-pages      also time batch-1 decode of the weights held in base pages,\n"
+    "                            steps alternating with the huge-page ones (CPU only)\n",
     RunBenchEngine);
 
 }  // namespace

@@ -109,6 +109,9 @@ class Backend {
 
 struct CpuBackendOptions {
   int n_threads = 0;  // 0 = OpenMP default (all cores)
+  // Buffers of 64 KiB and more in 2 MiB-aligned chunks advised huge pages (cpu/host_memory.h);
+  // false: every buffer from the C allocator, in base pages.
+  bool huge_page_chunks = true;
 };
 std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options = {});
 

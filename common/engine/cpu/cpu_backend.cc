@@ -25,7 +25,8 @@ size_t HeldBytes(const Tensor& tensor) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const CpuBackendOptions& options) {
+  explicit CpuBackend(const CpuBackendOptions& options)
+      : memory_(options.huge_page_chunks ? cpu::HostMemory::kHugePageChunks : cpu::HostMemory::kCAllocator) {
     if (options.n_threads > 0) omp_set_num_threads(options.n_threads);
   }
 
@@ -38,7 +39,7 @@ class CpuBackend final : public Backend {
     }
     Tensor tensor{nullptr, dtype, rows, cols};
     const size_t bytes = HeldBytes(tensor);
-    tensor.data = cpu::AllocateHostBuffer(bytes);
+    tensor.data = cpu::AllocateHostBuffer(bytes, memory_);
     if (tensor.data == nullptr) {
       return absl::ResourceExhaustedError(absl::StrCat("out of host memory allocating ", bytes, " bytes"));
     }
@@ -46,7 +47,7 @@ class CpuBackend final : public Backend {
   }
 
   void Free(Tensor& tensor) override {
-    cpu::FreeHostBuffer(tensor.data, HeldBytes(tensor));
+    cpu::FreeHostBuffer(tensor.data, HeldBytes(tensor), memory_);
     tensor.data = nullptr;
   }
 
@@ -166,6 +167,9 @@ class CpuBackend final : public Backend {
 
   // F16 rows: cpu/attention.cc widens them exactly as it reads them.
   bool SupportsKvDType(DType dtype) const override { return dtype == DType::kF32 || dtype == DType::kF16; }
+
+ private:
+  const cpu::HostMemory memory_;
 };
 
 }  // namespace

@@ -165,21 +165,25 @@ class ChunkArena {
   size_t mapped_bytes_ = 0;
 };
 
+bool FromChunks(size_t bytes, HostMemory from) {
+  return from == HostMemory::kHugePageChunks && bytes >= kArenaMinBytes;
+}
+
 }  // namespace
 
-void* AllocateHostBuffer(size_t bytes) {
+void* AllocateHostBuffer(size_t bytes, HostMemory from) {
   bytes = std::max<size_t>(bytes, 1);
-  if (bytes >= kArenaMinBytes) return ChunkArena::Get().Allocate(bytes);
+  if (FromChunks(bytes, from)) return ChunkArena::Get().Allocate(bytes);
   const size_t rounded = RoundUp(bytes, kHostAlignment);
   void* data = std::aligned_alloc(kHostAlignment, rounded);
   if (data != nullptr) std::memset(data, 0, rounded);
   return data;
 }
 
-void FreeHostBuffer(void* data, size_t bytes) {
+void FreeHostBuffer(void* data, size_t bytes, HostMemory from) {
   if (data == nullptr) return;
   bytes = std::max<size_t>(bytes, 1);
-  if (bytes >= kArenaMinBytes) {
+  if (FromChunks(bytes, from)) {
     ChunkArena::Get().Free(data, bytes);
   } else {
     std::free(data);

@@ -187,5 +187,18 @@ TEST(HostMemoryTest, CpuBackendHoldsMatricesInHugePageMemory) {
   }
 }
 
+TEST(HostMemoryTest, CpuBackendWithoutChunksTakesTheCAllocatorsMemory) {
+  CpuBackendOptions options;
+  options.huge_page_chunks = false;
+  std::unique_ptr<Backend> backend = CreateCpuBackend(options);
+  const size_t mapped = HostArenaMappedBytes();
+  absl::StatusOr<Tensor> tensor = backend->Allocate(DType::kF32, 768, 768);
+  ASSERT_TRUE(tensor.ok()) << tensor.status();
+  EXPECT_EQ(HostArenaMappedBytes(), mapped);
+  EXPECT_FALSE(HasFlag(MappingContaining(tensor->data).vm_flags, "hg"));
+  EXPECT_TRUE(AllZero(static_cast<const uint8_t*>(tensor->data), tensor->n_bytes()));
+  backend->Free(*tensor);
+}
+
 }  // namespace
 }  // namespace splitspec::engine::cpu

@@ -163,6 +163,21 @@ TEST(DeviceFlagTest, UnknownDeviceIsAUsageError) {
   }
 }
 
+// bench-engine times decode of the same weights held in huge-page chunks and in base pages,
+// steps alternating in one process.
+TEST(DeviceFlagTest, BenchEngineComparesBasePagesOnTheCpu) {
+  std::vector<std::string> argv = BenchEngineArgs("cpu");
+  for (const char* extra : {"--compare-base-pages", "--steps", "3", "--batches", "1", "--forward-tokens", "1"}) {
+    argv.push_back(extra);
+  }
+  const CommandResult r = RunCommand(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("host memory: batch-1 decode "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" ms with the C allocator's base pages (medians of 3 steps each, alternating)"),
+            std::string::npos)
+      << r.output;
+}
+
 // The message CheckDevice gives is what every binary prints, with exit code 2.
 TEST(DeviceFlagTest, CudaWithoutTheBackendOrAGpuFailsCleanly) {
   for (const std::string device : {"cuda", "cuda:0", "cuda:7"}) {
