@@ -15,6 +15,7 @@
 
 #include "common/engine/backend.h"
 #include "common/engine/cpu/bandwidth.h"
+#include "common/engine/cpu/host_memory.h"
 #include "common/engine/cuda/select_backend.h"
 #include "common/engine/model/llama_model.h"
 #include "tools/command.h"
@@ -210,6 +211,12 @@ int RunBenchEngine(const Args& args) {
     std::printf("device %s, context %d tokens per sequence\n\n", device.ToString().c_str(), context);
   } else {
     std::printf("threads %d, context %d tokens per sequence\n", omp_get_max_threads(), context);
+    // Whether the weights got huge pages (engine/cpu/host_memory.h): the kernel may refuse them.
+    const engine::cpu::HostMemoryUse use = engine::cpu::ReadHostMemoryUse();
+    std::printf("host memory: %.1f MB of buffers in huge-page chunks (%.1f MB mapped), %.1f MB of the process in "
+                "huge pages (transparent huge pages: %s)\n",
+                use.chunk_bytes_used / 1e6, use.chunk_bytes_mapped / 1e6, use.huge_page_bytes / 1e6,
+                use.transparent_huge_pages.c_str());
   }
   // The yardstick is the best of several read kernels (engine::cpu::MeasureReadCeiling) over a
   // buffer the size of the weights a decode step reads: a last-level cache can hold a model

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <string>
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -108,6 +110,13 @@ class ChunkArena {
     return mapped_bytes_;
   }
 
+  size_t UsedBytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t used = 0;
+    for (const auto& [address, chunk] : chunks_) used += chunk.used;
+    return used;
+  }
+
  private:
   struct Chunk {
     uint8_t* base = nullptr;
@@ -191,5 +200,38 @@ void FreeHostBuffer(void* data, size_t bytes, HostMemory from) {
 }
 
 size_t HostArenaMappedBytes() { return ChunkArena::Get().MappedBytes(); }
+
+namespace {
+
+// The bracketed word of /sys/kernel/mm/transparent_hugepage/enabled ("always [madvise] never").
+std::string TransparentHugePageMode() {
+  std::ifstream file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string word;
+  while (file >> word) {
+    if (word.size() > 2 && word.front() == '[' && word.back() == ']') return word.substr(1, word.size() - 2);
+  }
+  return "unknown";
+}
+
+size_t AnonHugePageBytes() {
+  std::ifstream file("/proc/self/smaps_rollup");
+  std::string key;
+  size_t kib = 0;
+  while (file >> key) {
+    if (key == "AnonHugePages:" && file >> kib) return kib * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+HostMemoryUse ReadHostMemoryUse() {
+  HostMemoryUse use;
+  use.chunk_bytes_used = ChunkArena::Get().UsedBytes();
+  use.chunk_bytes_mapped = HostArenaMappedBytes();
+  use.huge_page_bytes = AnonHugePageBytes();
+  use.transparent_huge_pages = TransparentHugePageMode();
+  return use;
+}
 
 }  // namespace splitspec::engine::cpu

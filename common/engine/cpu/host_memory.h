@@ -12,6 +12,7 @@
 #define SPLITSPEC_COMMON_ENGINE_CPU_HOST_MEMORY_H_
 
 #include <cstddef>
+#include <string>
 
 namespace splitspec::engine::cpu {
 
@@ -36,6 +37,18 @@ void FreeHostBuffer(void* data, size_t bytes, HostMemory from = HostMemory::kHug
 
 // Bytes of chunks mapped now (whether or not buffers occupy them).
 size_t HostArenaMappedBytes();
+
+// What this process holds where, for reports: buffers in chunks (in whole 4 KiB pages), the
+// chunks mapped, the process's anonymous memory backed by huge pages
+// (/proc/self/smaps_rollup's AnonHugePages), and the kernel's transparent huge page mode
+// ("always", "madvise" or "never"; "unknown" where /sys does not say).
+struct HostMemoryUse {
+  size_t chunk_bytes_used = 0;
+  size_t chunk_bytes_mapped = 0;
+  size_t huge_page_bytes = 0;
+  std::string transparent_huge_pages;
+};
+HostMemoryUse ReadHostMemoryUse();
 
 }  // namespace splitspec::engine::cpu
 

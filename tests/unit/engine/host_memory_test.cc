@@ -187,6 +187,26 @@ TEST(HostMemoryTest, CpuBackendHoldsMatricesInHugePageMemory) {
   }
 }
 
+TEST(HostMemoryTest, UseCountsBuffersInChunksAndNamesTheHugePageMode) {
+  const HostMemoryUse before = ReadHostMemoryUse();
+  const size_t bytes = 5 * kArenaMinBytes + 1;
+  void* data = AllocateHostBuffer(bytes);
+  ASSERT_NE(data, nullptr);
+  const HostMemoryUse during = ReadHostMemoryUse();
+  EXPECT_EQ(during.chunk_bytes_used, before.chunk_bytes_used + (bytes + 4095) / 4096 * 4096);
+  EXPECT_GE(during.chunk_bytes_mapped, during.chunk_bytes_used);
+  EXPECT_EQ(during.chunk_bytes_mapped, HostArenaMappedBytes());
+  FreeHostBuffer(data, bytes);
+  EXPECT_EQ(ReadHostMemoryUse().chunk_bytes_used, before.chunk_bytes_used);
+  const std::string& mode = during.transparent_huge_pages;
+  EXPECT_TRUE(mode == "always" || mode == "madvise" || mode == "never" || mode == "unknown") << mode;
+  std::ifstream sys("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  if (std::getline(sys, line)) {
+    EXPECT_NE(line.find("[" + mode + "]"), std::string::npos) << line;
+  }
+}
+
 TEST(HostMemoryTest, CpuBackendWithoutChunksTakesTheCAllocatorsMemory) {
   CpuBackendOptions options;
   options.huge_page_chunks = false;

@@ -163,8 +163,9 @@ TEST(DeviceFlagTest, UnknownDeviceIsAUsageError) {
   }
 }
 
-// bench-engine times decode of the same weights held in huge-page chunks and in base pages,
-// steps alternating in one process.
+// bench-engine says how much of the process lies in huge-page chunks and huge pages, and times
+// decode of the same weights held in huge-page chunks and in base pages, steps alternating in
+// one process.
 TEST(DeviceFlagTest, BenchEngineComparesBasePagesOnTheCpu) {
   std::vector<std::string> argv = BenchEngineArgs("cpu");
   for (const char* extra : {"--compare-base-pages", "--steps", "3", "--batches", "1", "--forward-tokens", "1"}) {
@@ -173,6 +174,8 @@ TEST(DeviceFlagTest, BenchEngineComparesBasePagesOnTheCpu) {
   const CommandResult r = RunCommand(argv);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("host memory: batch-1 decode "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" MB of buffers in huge-page chunks ("), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(transparent huge pages: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" ms with the C allocator's base pages (medians of 3 steps each, alternating)"),
             std::string::npos)
       << r.output;
