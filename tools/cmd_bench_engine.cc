@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -164,9 +165,10 @@ void PrintBasePagesComparison(Bench& bench, const std::string& model_dir, const 
   const std::vector<double> chunk_times =
       bench.DecodeStepTimes(1, steps, [&] { base_times.push_back(base.TimedStep(base_seqs, s++)); });
   const double chunks = Median(chunk_times), base_pages = Median(base_times);
+  const double gain = 100.0 * (base_pages / chunks - 1.0);
   std::printf("host memory: batch-1 decode %.2f ms with huge-page chunks, %.2f ms with the C allocator's base pages "
-              "(medians of %d steps each, alternating): %.0f%% faster\n",
-              chunks * 1e3, base_pages * 1e3, steps, 100.0 * (base_pages / chunks - 1.0));
+              "(medians of %d steps each, alternating): the chunks %.0f%% %s\n",
+              chunks * 1e3, base_pages * 1e3, steps, std::abs(gain), gain >= 0 ? "faster" : "slower");
 }
 
 int RunBenchEngine(const Args& args) {
@@ -211,7 +213,7 @@ int RunBenchEngine(const Args& args) {
     std::printf("device %s, context %d tokens per sequence\n\n", device.ToString().c_str(), context);
   } else {
     std::printf("threads %d, context %d tokens per sequence\n", omp_get_max_threads(), context);
-    // Whether the weights got huge pages (engine/cpu/host_memory.h): the kernel may refuse them.
+    // Whether the weights got huge pages (common/engine/cpu/host_memory.h): the kernel may refuse them.
     const engine::cpu::HostMemoryUse use = engine::cpu::ReadHostMemoryUse();
     std::printf("host memory: %.1f MB of buffers in huge-page chunks (%.1f MB mapped), %.1f MB of the process in "
                 "huge pages (transparent huge pages: %s)\n",

@@ -174,6 +174,26 @@ class ChunkArena {
   size_t mapped_bytes_ = 0;
 };
 
+// The bracketed word of /sys/kernel/mm/transparent_hugepage/enabled ("always [madvise] never").
+std::string TransparentHugePageMode() {
+  std::ifstream file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string word;
+  while (file >> word) {
+    if (word.size() > 2 && word.front() == '[' && word.back() == ']') return word.substr(1, word.size() - 2);
+  }
+  return "unknown";
+}
+
+size_t AnonHugePageBytes() {
+  std::ifstream file("/proc/self/smaps_rollup");
+  std::string key;
+  size_t kib = 0;
+  while (file >> key) {
+    if (key == "AnonHugePages:" && file >> kib) return kib * 1024;
+  }
+  return 0;
+}
+
 bool FromChunks(size_t bytes, HostMemory from) {
   return from == HostMemory::kHugePageChunks && bytes >= kArenaMinBytes;
 }
@@ -200,30 +220,6 @@ void FreeHostBuffer(void* data, size_t bytes, HostMemory from) {
 }
 
 size_t HostArenaMappedBytes() { return ChunkArena::Get().MappedBytes(); }
-
-namespace {
-
-// The bracketed word of /sys/kernel/mm/transparent_hugepage/enabled ("always [madvise] never").
-std::string TransparentHugePageMode() {
-  std::ifstream file("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string word;
-  while (file >> word) {
-    if (word.size() > 2 && word.front() == '[' && word.back() == ']') return word.substr(1, word.size() - 2);
-  }
-  return "unknown";
-}
-
-size_t AnonHugePageBytes() {
-  std::ifstream file("/proc/self/smaps_rollup");
-  std::string key;
-  size_t kib = 0;
-  while (file >> key) {
-    if (key == "AnonHugePages:" && file >> kib) return kib * 1024;
-  }
-  return 0;
-}
-
-}  // namespace
 
 HostMemoryUse ReadHostMemoryUse() {
   HostMemoryUse use;
