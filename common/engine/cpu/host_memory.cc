@@ -36,20 +36,13 @@ size_t RoundUp(size_t value, size_t multiple) { return (value + multiple - 1) / 
 
 // AddressSanitizer cannot see inside our chunks; marking what no buffer holds as poisoned keeps
 // overruns and use after free detected there as they are in the C allocator's memory.
-void Poison(const void* data, size_t bytes) {
 #ifdef SPLITSPEC_ASAN
-  ASAN_POISON_MEMORY_REGION(data, bytes);
+void Poison(const void* data, size_t bytes) { ASAN_POISON_MEMORY_REGION(data, bytes); }
+void Unpoison(const void* data, size_t bytes) { ASAN_UNPOISON_MEMORY_REGION(data, bytes); }
 #else
-  (void)data, (void)bytes;
+void Poison(const void*, size_t) {}
+void Unpoison(const void*, size_t) {}
 #endif
-}
-void Unpoison(const void* data, size_t bytes) {
-#ifdef SPLITSPEC_ASAN
-  ASAN_UNPOISON_MEMORY_REGION(data, bytes);
-#else
-  (void)data, (void)bytes;
-#endif
-}
 
 // Maps `length` bytes (a multiple of kHugePageBytes) at a kHugePageBytes boundary:
 // over-reserve by one huge page, then unmap what lies before the boundary and after the end.
