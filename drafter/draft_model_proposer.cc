@@ -2,6 +2,8 @@
 #include "drafter/draft_model_proposer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -88,6 +90,30 @@ namespace {
 
 bool WantsTree(const ProposeTask& task) { return task.shape.branching > 1; }
 
+// A greedy chain drafted after a hypothesis and, beside it, after other outcomes of the same
+// verify step (DraftAfterOutcomes).
+bool WantsAlternatives(const ProposeTask& task) {
+  return task.assumed > 0 && task.alternatives > 0 && task.alternatives_out != nullptr && !WantsTree(task) &&
+         task.sampling.greedy();
+}
+
+// The best token of `logits` other than `excluded` (the lowest id among equals).
+int32_t BestOtherThan(absl::Span<const float> logits, int32_t excluded) {
+  int32_t best = -1;
+  for (int32_t v = 0; v < static_cast<int32_t>(logits.size()); ++v) {
+    if (v != excluded && (best < 0 || logits[v] > logits[best])) best = v;
+  }
+  return best;
+}
+
+// log softmax(logits)[token] at temperature 1.
+double LogProbability(absl::Span<const float> logits, int32_t token) {
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - max);
+  return static_cast<double>(logits[token]) - max - std::log(sum);
+}
+
 // One request's tree being grown this step, and where its fed nodes sit in the draft KV.
 struct GrowingTree {
   size_t task = 0;
@@ -114,7 +140,7 @@ std::vector<float> TreeRow(const ProposeTask& task, absl::Span<const float> logi
 
 }  // namespace
 
-absl::Status DraftModelProposer::CommitTreePath(spec::RequestId id, const std::vector<int32_t>& history,
+absl::Status DraftModelProposer::CommitTreePath(spec::RequestId id, absl::Span<const int32_t> history,
                                                 RequestState& state) {
   if (state.tree_tokens.empty()) return absl::OkStatus();
   const size_t base = state.kv_tokens.size();
@@ -149,16 +175,21 @@ absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(abs
   // Depth each task will actually get: its history fills positions [0, L) and drafts d1..d_{k-1}
   // are fed at L.., so k - 1 more positions must fit in the context.
   std::vector<int32_t> depth(tasks.size(), 0);
-  std::vector<size_t> active;
+  std::vector<size_t> active, with_alternatives;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const ProposeTask& task = tasks[i];
     const int32_t length = static_cast<int32_t>(task.history->size());
     depth[i] = std::max(0, std::min(task.shape.depth, max_positions - length));
-    if (depth[i] > 0) active.push_back(i);
+    if (depth[i] <= 0) continue;
+    (WantsAlternatives(task) ? with_alternatives : active).push_back(i);
   }
-  if (active.empty()) return proposals;
+  if (active.empty() && with_alternatives.empty()) return proposals;
   // gRPC runs each call on a thread of its own: make it this backend's (CUDA device, threads).
   if (absl::Status s = engine::BindCallingThread(device_, options_.n_threads); !s.ok()) return s;
+  if (!with_alternatives.empty()) {
+    if (absl::Status s = DraftAfterOutcomes(tasks, with_alternatives, depth, proposals); !s.ok()) return s;
+  }
+  if (active.empty()) return proposals;
 
   // First forward: roll each sequence back to the longest prefix that still agrees with the
   // committed history (dropping the rejected speculation; a tree keeps its accepted path),
@@ -271,6 +302,164 @@ absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(abs
   }
   for (GrowingTree& tree : trees) proposals[tree.task] = tree.growth.Proposal();
   return proposals;
+}
+
+namespace {
+
+// One chain being drafted after an outcome of the verify step a draft-ahead assumes.
+struct OutcomeBranch {
+  size_t task = 0;
+  int32_t alternative = -1;      // its index among the task's alternatives; -1 for the hypothesis
+  std::vector<int32_t> assumed;  // an alternative's tokens in place of the hypothesis
+  int32_t next_token = 0;        // the token to feed next
+  int32_t parent_column = 0;     // the KV tree column it hangs from
+  std::vector<int32_t> drafted;
+};
+
+// Where a task's alternatives branch off its hypothesis H (n tokens): at position j, H's first j
+// tokens and then the best other token than H[j]. `rows[j]` is the draft's logits for position
+// j (row 0 after the pending token, row j after H[j - 1]). Ranked by the draft's own chance of
+// that outcome: its probabilities of H[0..j) times that of the other token; the first
+// `wanted` (ties to the shorter prefix).
+std::vector<std::pair<int32_t, int32_t>> RankOutcomes(const std::vector<absl::Span<const float>>& rows,
+                                                      absl::Span<const int32_t> hypothesis, int32_t wanted) {
+  std::vector<std::pair<double, std::pair<int32_t, int32_t>>> ranked;  // (-log chance, (j, token))
+  double prefix = 0;  // log chance of H[0..j)
+  for (int32_t j = 0; j < static_cast<int32_t>(hypothesis.size()); ++j) {
+    const int32_t other = BestOtherThan(rows[j], hypothesis[j]);
+    if (other >= 0) ranked.push_back({-(prefix + LogProbability(rows[j], other)), {j, other}});
+    prefix += LogProbability(rows[j], hypothesis[j]);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::pair<int32_t, int32_t>> chosen;
+  for (size_t r = 0; r < ranked.size() && static_cast<int32_t>(chosen.size()) < wanted; ++r) {
+    chosen.push_back(ranked[r].second);
+  }
+  return chosen;
+}
+
+spec::DraftProposal AsChain(const std::vector<int32_t>& tokens) {
+  spec::DraftProposal chain;
+  chain.tokens = tokens;
+  for (size_t i = 0; i < tokens.size(); ++i) chain.parents.push_back(static_cast<int32_t>(i) - 1);
+  return chain;
+}
+
+}  // namespace
+
+absl::Status DraftModelProposer::DraftAfterOutcomes(absl::Span<const ProposeTask> tasks,
+                                                    const std::vector<size_t>& which,
+                                                    const std::vector<int32_t>& depth,
+                                                    std::vector<spec::DraftProposal>& proposals) {
+  const int32_t vocab = model_->config().vocab_size;
+  // First forward: each sequence rolled back to the committed tokens it still agrees with; then
+  // the committed tokens it lacks (at least the pending one) and the hypothesis, as one chain
+  // of tree nodes, with logits after the pending token and after each hypothesis token.
+  std::vector<engine::SequenceStep> steps;
+  std::vector<int32_t> catch_up(which.size());
+  for (size_t a = 0; a < which.size(); ++a) {
+    const ProposeTask& task = tasks[which[a]];
+    const std::vector<int32_t>& history = *task.history;
+    const size_t committed = history.size() - static_cast<size_t>(task.assumed);
+    RequestState& state = states_[task.id];
+    if (!kv_->HasSequence(task.id)) {
+      if (absl::Status s = kv_->AddSequence(task.id); !s.ok()) return s;
+      state.kv_tokens.clear();
+      state.tree_tokens.clear();
+      state.tree_parents.clear();
+    }
+    const absl::Span<const int32_t> committed_history(history.data(), committed);
+    if (absl::Status s = CommitTreePath(task.id, committed_history, state); !s.ok()) return s;
+    std::vector<int32_t>& held = state.kv_tokens;
+    const size_t limit = std::min(held.size(), committed - 1);
+    size_t common = 0;
+    while (common < limit && held[common] == history[common]) ++common;
+    if (absl::Status s = kv_->Truncate(task.id, static_cast<int32_t>(common)); !s.ok()) return s;
+    held.resize(common);
+    engine::SequenceStep step;
+    step.seq = task.id;
+    step.tokens.assign(history.begin() + static_cast<std::ptrdiff_t>(common), history.end());
+    catch_up[a] = static_cast<int32_t>(committed - common);
+    for (size_t n = 0; n < step.tokens.size(); ++n) step.parents.push_back(static_cast<int32_t>(n) - 1);
+    for (int32_t n = catch_up[a] - 1; n < static_cast<int32_t>(step.tokens.size()); ++n) step.logit_nodes.push_back(n);
+    steps.push_back(std::move(step));
+  }
+  engine::ForwardResult forward;
+  absl::Status status = Forward(steps, &forward);
+  if (absl::IsResourceExhausted(status)) return absl::OkStatus();  // no room: propose nothing
+  if (!status.ok()) return status;
+
+  // The branches: the hypothesis continues after its last token; each alternative feeds its
+  // other token first, as a child of the hypothesis token before it (or of the pending token).
+  std::vector<OutcomeBranch> branches;
+  int64_t row = 0;
+  for (size_t a = 0; a < which.size(); ++a) {
+    const ProposeTask& task = tasks[which[a]];
+    RequestState& state = states_[task.id];
+    state.tree_tokens = steps[a].tokens;
+    state.tree_parents = steps[a].parents;
+    const absl::Span<const int32_t> hypothesis(task.history->data() + task.history->size() - task.assumed,
+                                               static_cast<size_t>(task.assumed));
+    std::vector<absl::Span<const float>> rows;
+    for (int32_t j = 0; j <= task.assumed; ++j) rows.push_back(absl::MakeConstSpan(forward.Row(row++), vocab));
+    const int32_t last_column = static_cast<int32_t>(state.tree_tokens.size()) - 1;
+    OutcomeBranch main{which[a], -1, {}, engine::Argmax(rows.back()), last_column, {}};
+    main.drafted.push_back(main.next_token);
+    branches.push_back(std::move(main));
+    const std::vector<std::pair<int32_t, int32_t>> outcomes = RankOutcomes(rows, hypothesis, task.alternatives);
+    for (size_t o = 0; o < outcomes.size(); ++o) {
+      const auto [j, other] = outcomes[o];
+      OutcomeBranch alternative{which[a], static_cast<int32_t>(o), {}, other, catch_up[a] - 1 + j, {}};
+      alternative.assumed.assign(hypothesis.begin(), hypothesis.begin() + j);
+      alternative.assumed.push_back(other);
+      branches.push_back(std::move(alternative));
+    }
+  }
+
+  // Deeper levels, one forward each: every branch still short of its depth feeds its next token.
+  for (;;) {
+    std::map<size_t, std::vector<OutcomeBranch*>> feeding;  // by task, in task order
+    for (OutcomeBranch& branch : branches) {
+      if (static_cast<int32_t>(branch.drafted.size()) < depth[branch.task]) feeding[branch.task].push_back(&branch);
+    }
+    if (feeding.empty()) break;
+    steps.clear();
+    for (const auto& [task, fed] : feeding) {
+      engine::SequenceStep step;
+      step.seq = tasks[task].id;
+      step.tree_context = states_[tasks[task].id].tree_parents;
+      for (const OutcomeBranch* branch : fed) {
+        step.tokens.push_back(branch->next_token);
+        step.parents.push_back(branch->parent_column);
+        step.logit_nodes.push_back(static_cast<int32_t>(step.logit_nodes.size()));
+      }
+      steps.push_back(std::move(step));
+    }
+    status = Forward(steps, &forward);
+    if (absl::IsResourceExhausted(status)) break;  // keep the shorter drafts
+    if (!status.ok()) return status;
+    row = 0;
+    for (const auto& [task, fed] : feeding) {
+      RequestState& state = states_[tasks[task].id];
+      for (OutcomeBranch* branch : fed) {
+        const int32_t column = static_cast<int32_t>(state.tree_tokens.size());
+        state.tree_tokens.push_back(branch->next_token);
+        state.tree_parents.push_back(branch->parent_column);
+        branch->parent_column = column;
+        branch->next_token = engine::Argmax(absl::MakeConstSpan(forward.Row(row++), vocab));
+        branch->drafted.push_back(branch->next_token);
+      }
+    }
+  }
+  for (OutcomeBranch& branch : branches) {
+    const ProposeTask& task = tasks[branch.task];
+    if (branch.alternative < 0) {
+      proposals[branch.task] = AsChain(branch.drafted);
+    } else if (!branch.drafted.empty()) {
+      task.alternatives_out->push_back({std::move(branch.assumed), AsChain(branch.drafted)});
+    }
+  }
+  return absl::OkStatus();
 }
 
 void DraftModelProposer::AppendDraftToken(const ProposeTask& task, RequestState& state, const float* logits,

@@ -17,7 +17,9 @@
 // rejected tail) and feeds the missing committed tokens together with the first draft forward,
 // so it catches up also after steps where it proposed nothing. A tree's nodes stay in the KV
 // after the committed history until the next Propose, which moves the nodes of the accepted
-// path into place (KvCache::CommitPath) and drops the rest.
+// path into place (KvCache::CommitPath) and drops the rest. A draft made ahead with alternatives
+// (ProposeTask::alternatives) keeps its assumed tokens as tree nodes the same way, with a
+// branch for each other outcome it drafts after.
 #ifndef SPLITSPEC_DRAFTER_DRAFT_MODEL_PROPOSER_H_
 #define SPLITSPEC_DRAFTER_DRAFT_MODEL_PROPOSER_H_
 
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/engine/backend.h"
 #include "common/engine/cuda/select_backend.h"
 #include "common/engine/kv/kv_cache.h"
@@ -80,7 +83,14 @@ class DraftModelProposer : public Proposer {
   };
   // Keeps the tree path that `history` continues with as committed KV and drops the rest of
   // the tree; the next forward then catches up from there.
-  absl::Status CommitTreePath(spec::RequestId id, const std::vector<int32_t>& history, RequestState& state);
+  absl::Status CommitTreePath(spec::RequestId id, absl::Span<const int32_t> history, RequestState& state);
+  // Greedy chains after a task's hypothesis and after its likeliest other outcomes
+  // (ProposeTask::alternatives), for the tasks `which` (their depths in `depth`): the hypothesis
+  // and the branches all sit in the draft KV as tree nodes after the committed history, so
+  // whichever outcome the verifier takes, the next Propose keeps its path (CommitTreePath).
+  // The hypothesis's chain goes to proposals, the others to each task's alternatives_out.
+  absl::Status DraftAfterOutcomes(absl::Span<const ProposeTask> tasks, const std::vector<size_t>& which,
+                                  const std::vector<int32_t>& depth, std::vector<spec::DraftProposal>& proposals);
   engine::Rng& RngFor(const ProposeTask& task, RequestState& state) const;
   // Appends the next draft token for `task` from `logits` (argmax, or a draw whose q row is
   // appended to proposal->probs) as a child of the proposal's last node (-1 for none).

@@ -24,7 +24,7 @@ absl::Status DrafterCore::CheckCaps(const spec::ProposeItem& item, int32_t new_s
                                                      options_.max_sessions, " sessions"));
   }
   const int64_t before = fresh ? 0 : static_cast<int64_t>(it->second.size());
-  const int64_t after = item.known_length + static_cast<int64_t>(item.new_tokens.size());
+  const int64_t after = item.known_length + static_cast<int64_t>(item.new_tokens.size()) - item.assumed_tokens;
   if (options_.max_history_tokens > 0 && held_tokens_ + added_tokens + (after - before) > options_.max_history_tokens) {
     return absl::ResourceExhaustedError(absl::StrCat("request ", item.id, ": the drafter holds its maximum of ",
                                                      options_.max_history_tokens, " history tokens"));
@@ -68,6 +68,26 @@ absl::Status DrafterCore::CheckItem(const spec::ProposeItem& item, int32_t vocab
   if (item.known_length == 0 && item.new_tokens.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": empty history"));
   }
+  return CheckHypothesis(item);
+}
+
+absl::Status DrafterCore::CheckHypothesis(const spec::ProposeItem& item) const {
+  // The committed part must still end with a pending token for the draft to continue from.
+  const int64_t committed = item.known_length + static_cast<int64_t>(item.new_tokens.size()) - item.assumed_tokens;
+  if (item.assumed_tokens < 0 || item.assumed_tokens > static_cast<int64_t>(item.new_tokens.size()) || committed < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": ", item.assumed_tokens,
+                                                   " assumed tokens of ", item.new_tokens.size(),
+                                                   " new tokens leave no committed history"));
+  }
+  if (item.alternatives < 0 || item.alternatives > item.assumed_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", item.id, ": ", item.alternatives,
+                                                   " alternatives for ", item.assumed_tokens,
+                                                   " assumed tokens (at most one per assumed token)"));
+  }
+  if (item.alternatives > 0 && !item.sampling.greedy()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", item.id, ": alternatives are drafted for greedy requests only"));
+  }
   return absl::OkStatus();
 }
 
@@ -97,23 +117,35 @@ absl::StatusOr<spec::ProposeResponse> DrafterCore::Propose(const std::vector<spe
     auto it = histories_.find(items[i].id);
     new_sessions += it == histories_.end() ? 1 : 0;
     added_tokens += items[i].known_length + static_cast<int64_t>(items[i].new_tokens.size()) -
-                    (it == histories_.end() ? 0 : static_cast<int64_t>(it->second.size()));
+                    items[i].assumed_tokens - (it == histories_.end() ? 0 : static_cast<int64_t>(it->second.size()));
   }
 
   std::vector<ProposeTask> tasks;
   tasks.reserve(ready.size());
+  // The histories with their assumed tokens, for the proposer (the session keeps the committed
+  // part only). Sized up front: tasks point into it.
+  std::vector<std::vector<int32_t>> hypotheses(ready.size());
   const double now = Now();
-  for (size_t i : ready) {
-    const spec::ProposeItem& item = items[i];
+  for (size_t j = 0; j < ready.size(); ++j) {
+    const spec::ProposeItem& item = items[ready[j]];
     std::vector<int32_t>& history = histories_[item.id];
     held_tokens_ -= static_cast<int64_t>(history.size());
     history.resize(item.known_length);
-    history.insert(history.end(), item.new_tokens.begin(), item.new_tokens.end());
+    const auto assumed_begin = item.new_tokens.end() - item.assumed_tokens;
+    history.insert(history.end(), item.new_tokens.begin(), assumed_begin);
     held_tokens_ += static_cast<int64_t>(history.size());
     leases_.Touch(item.id, now);
     ProposeTask task;
     task.id = item.id;
     task.history = &history;
+    if (item.assumed_tokens > 0) {
+      hypotheses[j] = history;
+      hypotheses[j].insert(hypotheses[j].end(), assumed_begin, item.new_tokens.end());
+      task.history = &hypotheses[j];
+      task.assumed = item.assumed_tokens;
+      task.alternatives = item.alternatives;
+      task.alternatives_out = item.alternatives > 0 ? &response.results[ready[j]].alternatives : nullptr;
+    }
     task.shape = item.shape;
     // A tree's budget defaults to depth x branching (max_nodes 0); never more than this
     // drafter sends (checked for an explicit max_nodes).

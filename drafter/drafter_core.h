@@ -44,7 +44,8 @@ class DrafterCore {
   // FAILED_PRECONDITION when known_length disagrees with the session (unknown session with
   // known_length > 0, or more tokens than it holds): the router then resends the whole history
   // with known_length = 0. A bad item's session is left unchanged. A call-level error means the
-  // proposer failed.
+  // proposer failed. An item's assumed tokens (spec::ProposeItem::assumed_tokens) reach the
+  // proposer but not the session's committed history.
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items);
 
   // Ends sessions (and the proposer's state for them); unknown ids are ignored.
@@ -61,6 +62,9 @@ class DrafterCore {
 
  private:
   absl::Status CheckItem(const spec::ProposeItem& item, int32_t vocab) const;
+  // INVALID_ARGUMENT for assumed tokens that leave no committed history, or alternatives the
+  // item cannot have (more than its assumed tokens, or for a sampled request).
+  absl::Status CheckHypothesis(const spec::ProposeItem& item) const;
   // RESOURCE_EXHAUSTED when the item's session would exceed the caps, given what the items
   // admitted before it in this call add (`new_sessions`, `added_tokens`).
   absl::Status CheckCaps(const spec::ProposeItem& item, int32_t new_sessions, int64_t added_tokens) const;

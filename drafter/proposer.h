@@ -23,6 +23,13 @@ struct ProposeTask {
   const std::vector<int32_t>* history = nullptr;
   spec::ProposalShape shape;  // depth 0 = propose nothing this step
   engine::SamplingParams sampling;
+  // The last `assumed` tokens of history are a hypothesis, not committed
+  // (spec::ProposeItem::assumed_tokens): a proposer with state keeps them out of what it
+  // treats as committed. Proposers that draft other outcomes (spec::ProposeItem::alternatives)
+  // put up to `alternatives` of them in *alternatives_out (null when none are asked for).
+  int32_t assumed = 0;
+  int32_t alternatives = 0;
+  std::vector<spec::AlternativeDraft>* alternatives_out = nullptr;
 };
 
 struct ProposerInfo {

@@ -338,6 +338,10 @@ void LatencyModel::ObserveDraftExposure(double exposed_share) {
   draft_exposure_ = (1 - kScaleEma) * draft_exposure_ + kScaleEma * std::clamp(exposed_share, 0.0, 1.0);
 }
 
+void LatencyModel::ObserveAlternativeOutcome(bool held) {
+  alternative_rescue_ = (1 - kScaleEma) * alternative_rescue_ + kScaleEma * (held ? 1.0 : 0.0);
+}
+
 void LatencyModel::ObserveRpcOverhead(double seconds_per_rpc) {
   if (!(seconds_per_rpc >= 0) || !std::isfinite(seconds_per_rpc)) return;
   rpc_seconds_ = (1 - kScaleEma) * rpc_seconds_ + kScaleEma * seconds_per_rpc;
@@ -348,6 +352,9 @@ std::string LatencyModel::Summary() const {
       "%s | target alpha=%.3g gamma=%.3g delta=%.3g (x%.2f) rpc=%.3gs", description_,
       target_.alpha, target_.gamma, target_.delta, target_scale_, rpc_seconds_);
   if (draft_exposure_ < 1.0) absl::StrAppendFormat(&s, " | draft exposed %.2f", draft_exposure_);
+  if (draft_ahead_alternatives_ > 0) {
+    absl::StrAppendFormat(&s, " | %d alternatives ahead, rescue %.2f", draft_ahead_alternatives_, alternative_rescue_);
+  }
   if (!batch_factors_.empty()) {
     absl::StrAppendFormat(&s, " | batch shape over %d sizes", batch_factors_.size());
   }

@@ -37,6 +37,12 @@ struct DrafterCost {
   double constant_seconds = 0;
 };
 
+// Where the share of missed hypotheses an alternative catches starts (LatencyModel::
+// ObserveAlternativeOutcome): about what four alternatives caught with the bundled pair on code
+// (docs/benchmarks.md). Starting at 0 would price alternatives as useless until one was seen to
+// hold, and a request whose hypothesis alone does not pay drafting ahead would never try them.
+inline constexpr double kAlternativeRescuePrior = 0.5;
+
 class LatencyModel {
  public:
   LatencyModel();  // the built-in default (the A100 7B / 160M figures of configs/latency)
@@ -126,6 +132,19 @@ class LatencyModel {
   // the analytical policy scales its draft cost by it.
   void ObserveDraftExposure(double exposed_share);
   double draft_exposure() const { return draft_exposure_; }
+  // Drafts made ahead that also cover other outcomes (RouterOptions::draft_ahead_alternatives):
+  // how many each covers, and how often one of them holds where the hypothesis failed: an EMA
+  // of observed misses from kAlternativeRescuePrior. Each alternative is priced as one more
+  // chain in the draft made ahead.
+  void set_draft_ahead_alternatives(int32_t n) { draft_ahead_alternatives_ = n; }
+  int32_t draft_ahead_alternatives() const { return draft_ahead_alternatives_; }
+  void ObserveAlternativeOutcome(bool held);
+  double alternative_rescue() const { return alternative_rescue_; }
+  // The chance that a draft made ahead is used, when its hypothesis holds with chance
+  // `hypothesis`.
+  double DraftAheadLands(double hypothesis) const {
+    return draft_ahead_alternatives_ > 0 ? hypothesis + (1 - hypothesis) * alternative_rescue_ : hypothesis;
+  }
   const std::optional<ForwardCoefficients>& refit_target() const { return refit_target_; }
   double draft_scale(const std::string& pool) const;
   // A pool's cost entry and online scale, looked up once: GoodputModel prices many candidate
@@ -174,6 +193,8 @@ class LatencyModel {
   BatchResidual batch_shape_;                // batch_factors_, interpolated
   bool pipeline_ = false;
   double draft_exposure_ = 1.0;
+  int32_t draft_ahead_alternatives_ = 0;
+  double alternative_rescue_ = kAlternativeRescuePrior;
   std::map<std::string, double> draft_scales_;
   nlohmann::json fit_info_;  // carried through load/save untouched
 };

@@ -61,6 +61,10 @@ namespace {
 
 using namespace splitspec;  // NOLINT: a main over many of our namespaces
 
+// Each alternative costs the drafter a branch of the draft made ahead; beyond a few, the
+// outcomes left are too unlikely to pay for theirs.
+constexpr int kMaxDraftAheadAlternatives = 8;
+
 constexpr char kUsage[] =
     "usage: splitspec-router --verifier ADDR[,ADDR...] [--drafter [NAME=]ADDR[,ADDR...] ...] [flags]\n"
     "\n"
@@ -86,6 +90,9 @@ constexpr char kUsage[] =
     "  --max-k K                    largest draft a policy may choose: chain length or tree nodes (8)\n"
     "  --pipeline on|off            draft the next step's chains while this step verifies, where that\n"
     "                               is expected to pay (on)\n"
+    "  --draft-ahead-alternatives N with the pipeline, also draft greedy requests' next step after up\n"
+    "                               to N other outcomes of the step being verified (the drafter's\n"
+    "                               best other token where the chain might stop), 0..8 (0)\n"
     "  --step-sockets on|off        Verify and Propose to a worker addressed as unix://PATH over its\n"
     "                               step socket PATH.step (no thread hand-offs; gRPC while absent;\n"
     "                               not with --worker-tls-*) (on)\n"
@@ -188,7 +195,8 @@ int Run(const rpc::Flags& flags) {
   worker_tls.reload_seconds = serving->tls.reload_seconds;
   const std::string chat_template_path = flags.GetString("chat-template");
   auto http_threads = flags.GetInt("http-threads", 64);
-  for (const absl::Status& s : {port.status(), max_queue.status(), max_running.status(), max_k.status(),
+  auto alternatives = flags.GetInt("draft-ahead-alternatives", 0);
+  for (const absl::Status& s : {alternatives.status(), port.status(), max_queue.status(), max_running.status(), max_k.status(),
                                 default_max_tokens.status(), worker_timeout.status(), wait.status(),
                                 drain.status(), failover_wait.status(), deadline_factor.status(),
                                 deadline_floor.status(), probe_interval.status(), resolve_interval.status(),
@@ -333,6 +341,11 @@ int Run(const rpc::Flags& flags) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--pipeline must be on or off, not '", pipeline, "'")));
   }
   options.pipeline = pipeline == "on";
+  if (*alternatives < 0 || *alternatives > kMaxDraftAheadAlternatives) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--draft-ahead-alternatives must be in [0, ",
+                                                        kMaxDraftAheadAlternatives, "], not ", *alternatives)));
+  }
+  options.draft_ahead_alternatives = static_cast<int32_t>(*alternatives);
   if (latency_residual != "on" && latency_residual != "off") {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("--latency-residual must be on or off, not '", latency_residual, "'")));

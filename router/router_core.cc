@@ -50,6 +50,7 @@ RouterCore::RouterCore(RouterOptions options, std::vector<VerifierClient*> verif
   next_id_ = (static_cast<RequestId>(instance_id_) << kSequenceBits) | 1;
   latency_.set_batch_residual(options_.latency_residual);
   latency_.set_pipeline(options_.pipeline);
+  latency_.set_draft_ahead_alternatives(options_.pipeline ? std::max(0, options_.draft_ahead_alternatives) : 0);
 }
 
 RouterCore::~RouterCore() = default;
@@ -459,6 +460,7 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   snapshot_.completed = completed_;
   snapshot_.draft_ahead_used = draft_ahead_used_;
   snapshot_.draft_ahead_dropped = draft_ahead_dropped_;
+  snapshot_.draft_ahead_alternatives_held = draft_ahead_alternatives_held_;
   snapshot_.draft_seconds_total = draft_seconds_total_;
   snapshot_.hidden_draft_seconds_total = hidden_draft_seconds_total_;
   snapshot_.reserved_blocks = reserved_blocks_;

@@ -82,7 +82,8 @@ struct StepStats {
   int32_t tree_requests = 0;      // requests whose verified draft was a tree
   int32_t draft_ahead_issued = 0;  // drafts made ahead for the next step (pipeline)
   int32_t draft_ahead_used = 0;    // drafts of this step that were made ahead (no Propose wait)
-  int32_t draft_ahead_dropped = 0; // drafts made ahead whose hypothesis failed
+  int32_t draft_ahead_dropped = 0; // drafts made ahead of which no outcome held
+  int32_t draft_ahead_alternatives_held = 0;  // drafts made ahead kept for another outcome
   double draft_ahead_seconds = 0;  // drafters' reported compute for the drafts made ahead
   double draft_ahead_slowest_seconds = 0;  // of it, the slowest pool's (pools run in parallel)
   double hidden_draft_seconds = 0; // of it, what ran while the verifier computed
@@ -128,7 +129,9 @@ struct ServerInfo {
   int64_t steps = 0;
   int64_t completed = 0;
   int64_t draft_ahead_used = 0;     // pipeline: drafts made ahead and used
-  int64_t draft_ahead_dropped = 0;  // pipeline: drafts made ahead whose hypothesis failed
+  int64_t draft_ahead_dropped = 0;  // pipeline: drafts made ahead of which no outcome held
+  // pipeline: drafts made ahead whose hypothesis failed, kept for another outcome that held
+  int64_t draft_ahead_alternatives_held = 0;
   double draft_seconds_total = 0;   // drafters' compute, serial and ahead
   double hidden_draft_seconds_total = 0;  // of it, overlapped with verification
   std::map<int32_t, int64_t> k_histogram;  // chosen k per request-step, lifetime
@@ -186,6 +189,11 @@ struct RouterOptions {
   // the next step on the hypothesis that the whole chain and the drafter's guess of the
   // target's next token are accepted; the next step uses that draft when the hypothesis held.
   bool pipeline = false;
+  // With the pipeline, greedy requests' drafts made ahead also cover up to this many other
+  // outcomes of the step being verified (a shorter prefix of the chain accepted, or another
+  // token after it), each the drafter's best other choice where the hypothesis might fail; the
+  // next step uses whichever held (spec::ProposeItem::alternatives). 0: the hypothesis alone.
+  int32_t draft_ahead_alternatives = 0;
   // Learn what the refitted line misses per batch size (router/batch_residual.h) and price
   // forwards with it: on a CPU a tree of 16 nodes costs ~40% more than a line fitted to chains
   // says.
@@ -330,6 +338,16 @@ class RouterCore {
   // The chance that request r's chain of k and the guess after it all land: its acceptance
   // estimate to the power k + 1.
   double ChainAndGuessLand(const Active& r, int32_t k) const;
+  // How many other outcomes request r's draft made ahead covers, its hypothesis `assumed`
+  // tokens long (RouterOptions::draft_ahead_alternatives; greedy requests only).
+  int32_t AlternativesAhead(const Active& r, int32_t assumed) const;
+  // The chance that r's draft made ahead after a chain of k is used: the hypothesis, or one of
+  // the alternatives where it fails (LatencyModel::DraftAheadLands).
+  double DraftAheadLands(const Active& r, int32_t k) const;
+  // What r's draft made ahead is predicted to cost the drafter: a chain of `depth` after
+  // `context` tokens, and as many more as r's alternatives.
+  double AheadDraftSeconds(const std::string& pool, const Active& r, int32_t context, int32_t depth,
+                           int32_t assumed) const;
   struct AheadCall;
   std::vector<AheadCall> PlanDraftAhead(const StepPlan& plan);
   // The calls of a draft-ahead (or a prefill's drafts), one per pool, each with its timeout.
@@ -382,6 +400,7 @@ class RouterCore {
   std::vector<std::pair<Active*, StreamEvent>> deferred_events_;
   int64_t draft_ahead_used_ = 0;
   int64_t draft_ahead_dropped_ = 0;
+  int64_t draft_ahead_alternatives_held_ = 0;
   double draft_seconds_total_ = 0;
   double hidden_draft_seconds_total_ = 0;
 

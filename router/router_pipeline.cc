@@ -88,6 +88,23 @@ double RouterCore::ChainAndGuessLand(const Active& r, int32_t k) const {
   return std::pow(std::clamp(tracker_.Request(r.id, r.pool), 0.0, 1.0), k + 1);
 }
 
+int32_t RouterCore::AlternativesAhead(const Active& r, int32_t assumed) const {
+  if (!r.request.sampling.greedy()) return 0;  // the drafter's best other token is a greedy notion
+  return std::min(latency_.draft_ahead_alternatives(), assumed);
+}
+
+double RouterCore::DraftAheadLands(const Active& r, int32_t k) const {
+  const double hypothesis = ChainAndGuessLand(r, k);
+  return AlternativesAhead(r, k + 1) > 0 ? latency_.DraftAheadLands(hypothesis) : hypothesis;
+}
+
+double RouterCore::AheadDraftSeconds(const std::string& pool, const Active& r, int32_t context, int32_t depth,
+                                     int32_t assumed) const {
+  // Each other outcome drafted for is one more chain of the same depth in the call's forwards.
+  const size_t chains = 1 + static_cast<size_t>(AlternativesAhead(r, assumed));
+  return latency_.DraftSeconds(pool, std::vector<int32_t>(chains, context), std::vector<int32_t>(chains, depth));
+}
+
 bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, double verify_seconds) const {
   if (k <= 0 || k >= max_k) return false;  // no chain, or no level left for a guess
   // Steady state, as goodput prices it (GoodputModel::Exposure): with the guess, the step's
@@ -95,13 +112,13 @@ bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, doubl
   // the step waits for what of this one's draft made ahead outlasts the verify call; without
   // it, every step waits for a Propose of k levels.
   const int32_t context = static_cast<int32_t>(r.history.size());
-  const double hit = ChainAndGuessLand(r, k);
+  const double hit = DraftAheadLands(r, k);
   const double rpc = latency_.RpcSeconds();
   const LatencyModel::ResolvedDrafter drafter = latency_.Resolve(r.pool);
-  const std::vector<int32_t> ctx = {context}, ahead_ctx = {context + k + 1}, levels = {k}, deeper_levels = {k + 1};
+  const std::vector<int32_t> ctx = {context}, levels = {k}, deeper_levels = {k + 1};
   const double chain = latency_.DraftSeconds(drafter, ctx, levels);
   const double deeper = latency_.DraftSeconds(drafter, ctx, deeper_levels);
-  const double ahead = latency_.DraftSeconds(drafter, ahead_ctx, deeper_levels);
+  const double ahead = AheadDraftSeconds(r.pool, r, context + k + 1, k + 1, k + 1);
   const double outlasting = std::max(0.0, ahead - verify_seconds);
   return (1 - hit) * (deeper + rpc) + outlasting < chain + rpc;
 }
@@ -138,10 +155,10 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     // Worth it when the Propose it saves the next step (with the chance that chain and guess
     // all land, each token at the request's acceptance estimate) outweighs the part of it the
     // verify call does not hide, which this step waits for whether it lands or not.
-    const double hit = ChainAndGuessLand(*r, k);
-    const double draft_seconds = latency_.DraftSeconds(
-        r->pool, std::vector<int32_t>{static_cast<int32_t>(r->history.size() + assumed.size())},
-        std::vector<int32_t>{depth});
+    const double hit = DraftAheadLands(*r, k);
+    const double draft_seconds =
+        AheadDraftSeconds(r->pool, *r, static_cast<int32_t>(r->history.size() + assumed.size()), depth,
+                          static_cast<int32_t>(assumed.size()));
     const double overrun = std::max(0.0, draft_seconds - verify_seconds);
     if (hit * (draft_seconds + latency_.RpcSeconds()) < overrun) continue;
     AheadCall& call = by_pool[r->pool];
@@ -153,6 +170,10 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     item.new_tokens.insert(item.new_tokens.end(), assumed.begin(), assumed.end());
     item.shape.depth = depth;
     item.sampling = r->request.sampling;
+    item.alternatives = AlternativesAhead(*r, static_cast<int32_t>(assumed.size()));
+    // With alternatives the hypothesis stays out of the drafter's committed history, so that
+    // whichever outcome holds, the next call sends the committed tokens from before it.
+    if (item.alternatives > 0) item.assumed_tokens = static_cast<int32_t>(assumed.size());
     call.items.push_back(std::move(item));
     call.members.push_back(plan.batch[i]);
     call.history_before.push_back(static_cast<int32_t>(r->history.size()));
@@ -163,6 +184,12 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
 
 namespace {
 
+// Whether the step emitted exactly `tokens` after the `before` history tokens it started from.
+bool Emitted(const std::vector<int32_t>& history, size_t before, const std::vector<int32_t>& tokens) {
+  return history.size() == before + tokens.size() &&
+         std::equal(tokens.begin(), tokens.end(), history.begin() + static_cast<std::ptrdiff_t>(before));
+}
+
 // A Propose call in the latency model's terms: each item's context once its new tokens are
 // fed, its depth, and the tokens the first forward feeds.
 struct ProposeShape {
@@ -172,8 +199,11 @@ struct ProposeShape {
 ProposeShape ShapeOf(const std::vector<spec::ProposeItem>& items) {
   ProposeShape shape;
   for (const spec::ProposeItem& item : items) {
-    shape.ctx.push_back(item.known_length + static_cast<int32_t>(item.new_tokens.size()));
-    shape.depth.push_back(item.shape.depth);
+    // Each other outcome drafted for is one more chain (RouterCore::AheadDraftSeconds).
+    for (int32_t chain = 0; chain <= item.alternatives; ++chain) {
+      shape.ctx.push_back(item.known_length + static_cast<int32_t>(item.new_tokens.size()));
+      shape.depth.push_back(item.shape.depth);
+    }
     shape.fed += static_cast<double>(item.new_tokens.size());
   }
   return shape;
@@ -231,18 +261,27 @@ void RouterCore::ApplyDraftAhead(std::vector<AheadCall>& calls, double verify_co
         continue;
       }
       const size_t before = static_cast<size_t>(call.history_before[m]);
-      const std::vector<int32_t>& assumed = call.assumed[m];
-      const bool held = !r->finished && r->pool == call.pool && r->history.size() == before + assumed.size() &&
-                        std::equal(assumed.begin(), assumed.end(), r->history.begin() + static_cast<std::ptrdiff_t>(before));
-      if (!held) {
-        // The drafter holds the committed prefix plus the hypothesis: resend from the prefix.
-        r->known[call.pool] = static_cast<int32_t>(before);
-        ++stats->draft_ahead_dropped;
+      // The drafter counts the hypothesis as seen unless it was sent as assumed tokens; either
+      // way it holds the committed prefix, and the next call sends what the step emitted.
+      r->known[call.pool] = static_cast<int32_t>(before);
+      const bool live = !r->finished && r->pool == call.pool;
+      spec::ProposeResult& result = *it->second;
+      if (live && Emitted(r->history, before, call.assumed[m])) {
+        if (call.items[m].assumed_tokens == 0) r->known[call.pool] = static_cast<int32_t>(r->history.size());
+        r->ready_draft = std::move(result.draft);
+        r->ready_pool = call.pool;
         continue;
       }
-      r->known[call.pool] = static_cast<int32_t>(r->history.size());
-      r->ready_draft = std::move(it->second->draft);
-      r->ready_pool = call.pool;
+      bool rescued = false;
+      for (spec::AlternativeDraft& alternative : result.alternatives) {
+        if (!live || !Emitted(r->history, before, alternative.assumed)) continue;
+        r->ready_draft = std::move(alternative.draft);
+        r->ready_pool = call.pool;
+        rescued = true;
+        break;
+      }
+      if (live && call.items[m].alternatives > 0) latency_.ObserveAlternativeOutcome(rescued);
+      ++(rescued ? stats->draft_ahead_alternatives_held : stats->draft_ahead_dropped);
     }
   }
 }

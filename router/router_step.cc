@@ -469,6 +469,7 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
   ++steps_;
   draft_ahead_used_ += stats->draft_ahead_used;
   draft_ahead_dropped_ += stats->draft_ahead_dropped;
+  draft_ahead_alternatives_held_ += stats->draft_ahead_alternatives_held;
   draft_seconds_total_ += plan.draft_compute + stats->draft_ahead_seconds;
   if (options_.pipeline && plan.draft_compute + stats->draft_ahead_seconds > 0) {
     // What of this step's drafting the step waited for: the serial Propose calls, and what of

@@ -202,6 +202,8 @@ std::vector<spec::ProposeItem> FromProto(const v1::ProposeRequest& proto) {
     item.new_tokens = ToVector(p.new_tokens());
     item.shape = FromProto(p.shape());
     item.sampling = FromProto(p.sampling());
+    item.assumed_tokens = p.assumed_tokens();
+    item.alternatives = p.alternatives();
     items.push_back(std::move(item));
   }
   return items;
@@ -216,6 +218,8 @@ void ToProto(const std::vector<spec::ProposeItem>& items, v1::ProposeRequest* pr
     Assign(item.new_tokens, p->mutable_new_tokens());
     ToProto(item.shape, p->mutable_shape());
     ToProto(item.sampling, p->mutable_sampling());
+    p->set_assumed_tokens(item.assumed_tokens);
+    p->set_alternatives(item.alternatives);
   }
 }
 
@@ -223,7 +227,14 @@ spec::ProposeResponse FromProto(const v1::ProposeResponse& proto) {
   spec::ProposeResponse response;
   response.results.reserve(proto.results_size());
   for (const v1::ProposeResult& p : proto.results()) {
-    response.results.push_back(spec::ProposeResult{p.request_id(), FromProto(p.draft()), FromProto(p.status())});
+    spec::ProposeResult result;
+    result.id = p.request_id();
+    result.draft = FromProto(p.draft());
+    result.status = FromProto(p.status());
+    for (const v1::AlternativeDraft& a : p.alternatives()) {
+      result.alternatives.push_back({ToVector(a.assumed()), FromProto(a.draft())});
+    }
+    response.results.push_back(std::move(result));
   }
   response.compute_seconds = proto.compute_seconds();
   return response;
@@ -236,6 +247,11 @@ void ToProto(const spec::ProposeResponse& response, v1::ProposeResponse* proto) 
     p->set_request_id(result.id);
     ToProto(result.draft, p->mutable_draft());
     if (!result.status.ok()) ToProto(result.status, p->mutable_status());
+    for (const spec::AlternativeDraft& a : result.alternatives) {
+      v1::AlternativeDraft* alternative = p->add_alternatives();
+      Assign(a.assumed, alternative->mutable_assumed());
+      ToProto(a.draft, alternative->mutable_draft());
+    }
   }
   proto->set_compute_seconds(response.compute_seconds);
 }

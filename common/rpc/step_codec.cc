@@ -112,8 +112,9 @@ constexpr size_t kMinVerifyItemBytes = sizeof(uint64_t) + kDraftBytes;
 constexpr size_t kMinVerifyResultBytes =
     sizeof(uint64_t) + sizeof(int32_t) + kStatusBytes + kArrayBytes;
 constexpr size_t kMinProposeItemBytes =
-    sizeof(uint64_t) + 4 * sizeof(int32_t) + kArrayBytes + 3 * 4 + sizeof(uint64_t);
-constexpr size_t kMinProposeResultBytes = sizeof(uint64_t) + kStatusBytes + kDraftBytes;
+    sizeof(uint64_t) + 6 * sizeof(int32_t) + kArrayBytes + 3 * 4 + sizeof(uint64_t);
+constexpr size_t kMinAlternativeBytes = kArrayBytes + kDraftBytes;
+constexpr size_t kMinProposeResultBytes = sizeof(uint64_t) + kStatusBytes + kDraftBytes + kArrayBytes;
 
 // The first error of reads made in order. A read after a failed one still runs, bounds-checked
 // on the bytes left; whatever it reads is dropped with the message.
@@ -228,6 +229,8 @@ std::string EncodeProposeItems(const std::vector<spec::ProposeItem>& items) {
     w.Put(static_cast<int32_t>(item.sampling.top_k));
     w.Put(item.sampling.top_p);
     w.Put(static_cast<uint64_t>(item.sampling.seed));
+    w.Put(static_cast<int32_t>(item.assumed_tokens));
+    w.Put(static_cast<int32_t>(item.alternatives));
   });
   return w.Take();
 }
@@ -244,7 +247,8 @@ absl::StatusOr<std::vector<spec::ProposeItem>> DecodeProposeItems(absl::string_v
                        {r.Get(&id), r.Get(&item->known_length), r.GetArray(&item->new_tokens),
                         r.Get(&item->shape.depth), r.Get(&item->shape.branching),
                         r.Get(&item->shape.max_nodes), r.Get(&item->sampling.temperature),
-                        r.Get(&top_k), r.Get(&item->sampling.top_p), r.Get(&seed)});
+                        r.Get(&top_k), r.Get(&item->sampling.top_p), r.Get(&seed),
+                        r.Get(&item->assumed_tokens), r.Get(&item->alternatives)});
                    item->id = id;
                    item->sampling.top_k = top_k;
                    item->sampling.seed = seed;
@@ -264,6 +268,10 @@ std::string EncodeProposeResponse(const spec::ProposeResponse& response) {
     w.Put(static_cast<uint64_t>(result.id));
     PutStatus(result.status, &w);
     PutDraft(result.draft, &w);
+    w.PutList(result.alternatives, [&w](const spec::AlternativeDraft& alternative) {
+      w.PutArray(alternative.assumed);
+      PutDraft(alternative.draft, &w);
+    });
   });
   w.Put(response.compute_seconds);
   return w.Take();
@@ -277,7 +285,12 @@ absl::StatusOr<spec::ProposeResponse> DecodeProposeResponse(absl::string_view by
                  [&r](spec::ProposeResult* result) {
                    uint64_t id = 0;
                    const absl::Status s = FirstError(
-                       {r.Get(&id), GetStatus(&r, &result->status), GetDraft(&r, &result->draft)});
+                       {r.Get(&id), GetStatus(&r, &result->status), GetDraft(&r, &result->draft),
+                        r.GetList(kMinAlternativeBytes, &result->alternatives,
+                                  [&r](spec::AlternativeDraft* alternative) {
+                                    return FirstError(
+                                        {r.GetArray(&alternative->assumed), GetDraft(&r, &alternative->draft)});
+                                  })});
                    result->id = id;
                    return s;
                  }),

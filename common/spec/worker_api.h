@@ -93,10 +93,27 @@ struct ProposeItem {
   std::vector<int32_t> new_tokens;
   ProposalShape shape;
   engine::SamplingParams sampling;  // greedy drafts when greedy; sampled drafts carry probs
+  // Draft-ahead (the router's pipeline): the last `assumed_tokens` of new_tokens are not
+  // committed but a hypothesis about the verify step now running (its chain accepted whole and
+  // the drafter's guess of the token after it). The draft continues after them, but the
+  // session does not count them as seen: the next known_length stays before them, and the
+  // next new_tokens carry whatever of them was committed.
+  int32_t assumed_tokens = 0;
+  // Also draft after up to this many other outcomes of that step (greedy requests only; at most
+  // assumed_tokens): each keeps a prefix of the hypothesis and puts another token at the next
+  // position (the proposer's best other choice there), the likeliest outcomes first.
+  int32_t alternatives = 0;
+};
+// A draft made after one of those other outcomes (ProposeItem::alternatives): the tokens it
+// assumes instead of the item's hypothesis, and the draft after them.
+struct AlternativeDraft {
+  std::vector<int32_t> assumed;
+  DraftProposal draft;
 };
 struct ProposeResult {
   RequestId id = 0;
   DraftProposal draft;
+  std::vector<AlternativeDraft> alternatives;  // ProposeItem::alternatives; may be fewer
   // Non-OK: no draft for this item. FAILED_PRECONDITION when the drafter's session disagrees
   // with known_length (the router resends the whole history next time).
   absl::Status status;

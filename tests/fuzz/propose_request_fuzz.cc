@@ -1,5 +1,5 @@
 // Fuzz target: a ProposeRequest (ProposeItems: request id, known length, new tokens, proposal
-// shape, sampling params). Conversion round-trips, and a real DrafterCore with the n-gram
+// shape, sampling params, assumed tokens and alternatives). Conversion round-trips, and a real DrafterCore with the n-gram
 // proposer (no model needed) answers it twice in a row, as a router's consecutive steps would:
 // an error, or one draft per item that fits the asked shape and the vocabulary.
 #include <cstddef>
@@ -46,6 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(again[i].shape.depth == items[i].shape.depth && again[i].shape.branching == items[i].shape.branching &&
                again[i].shape.max_nodes == items[i].shape.max_nodes);
     FUZZ_CHECK(splitspec::fuzz::SameSampling(again[i].sampling, items[i].sampling));
+    FUZZ_CHECK(again[i].assumed_tokens == items[i].assumed_tokens && again[i].alternatives == items[i].alternatives);
   }
 
   auto proposer = splitspec::drafter::NgramProposer::Create(splitspec::spec::NgramMatcherOptions{});

@@ -112,6 +112,11 @@ TEST_F(ServicesTest, GreedyOutputEqualsPlainEngineForEveryPolicyAndProposer) {
   for (const char* policy : {"static:3", "smartspec"}) {
     for (const char* pool : {"model", "ngram"}) configs.push_back({policy, pool, {"--pipeline", "off"}});
   }
+  // Drafts made ahead that also cover other outcomes of the step (the draft model drafts after
+  // them; the n-gram drafter offers none).
+  for (const char* policy : {"static:3", "smartspec"}) {
+    for (const char* pool : {"model", "ngram"}) configs.push_back({policy, pool, {"--draft-ahead-alternatives", "4"}});
+  }
   for (const Config& config : configs) {
     const std::string& router = cluster.Router(config.policy, config.flags);
     int64_t drafted = 0, steps = 0;

@@ -245,7 +245,17 @@ class FakeDrafter : public DrafterClient {
       } else {
         seen.resize(item.known_length);
       }
-      seen.insert(seen.end(), item.new_tokens.begin(), item.new_tokens.end());
+      const int32_t new_tokens = static_cast<int32_t>(item.new_tokens.size());
+      if (item.assumed_tokens < 0 || item.assumed_tokens > new_tokens ||
+          item.known_length + new_tokens - item.assumed_tokens < 1 || item.alternatives > item.assumed_tokens) {
+        protocol_errors.push_back(absl::StrCat("bad hypothesis for ", item.id));
+        return absl::InvalidArgumentError("bad hypothesis");
+      }
+      // Assumed tokens are drafted after but not committed (spec::ProposeItem::assumed_tokens).
+      const auto assumed_begin = item.new_tokens.end() - item.assumed_tokens;
+      seen.insert(seen.end(), item.new_tokens.begin(), assumed_begin);
+      const std::vector<int32_t> hypothesis(assumed_begin, item.new_tokens.end());
+      alternatives_asked += item.alternatives;
       if (item.new_tokens.empty()) protocol_errors.push_back("propose without the pending token");
       if (verifier != nullptr) {  // the drafter must see exactly the verifier's committed state
         std::lock_guard<std::mutex> lock(verifier->mu);
@@ -263,19 +273,16 @@ class FakeDrafter : public DrafterClient {
       spec::ProposeResult res;
       res.id = item.id;
       std::vector<int32_t> cur = seen;
-      for (int32_t j = 0; j < item.shape.depth; ++j) {
-        const int32_t right = NextToken(cur);
-        // The router's random instance id (the id's high bits) stays out of the hash: a test
-        // then sees the same accepts in every run.
-        const uint64_t sequence = item.id & ((uint64_t{1} << RouterCore::kSequenceBits) - 1);
-        const uint64_t h =
-            (cur.size() * 0x9E3779B97F4A7C15ULL) ^ (sequence * 0xBF58476D1CE4E5B9ULL) ^ salt_;
-        const double u = static_cast<double>((h >> 11) % 1000003) / 1000003.0;
-        const int32_t t = u < accuracy_ ? right : (right + 1) % kFakeVocab;
-        res.draft.tokens.push_back(t);
-        res.draft.parents.push_back(j - 1);
-        cur.push_back(t);
-        ++tokens_proposed;
+      cur.insert(cur.end(), hypothesis.begin(), hypothesis.end());
+      res.draft = DraftAfter(item.id, cur, item.shape.depth);
+      // The other outcomes, first position first: where the hypothesis has the target's token
+      // the other one is wrong, and where it has a wrong one the other is the target's (this
+      // drafter's best other choice is always right).
+      for (int32_t j = 0; j < item.alternatives; ++j) {
+        std::vector<int32_t> assumed(hypothesis.begin(), hypothesis.begin() + j);
+        const int32_t right = NextToken(Concat(seen, assumed));
+        assumed.push_back(hypothesis[j] == right ? (right + 1) % kFakeVocab : right);
+        res.alternatives.push_back({assumed, DraftAfter(item.id, Concat(seen, assumed), item.shape.depth)});
       }
       auto spoil = spoil_drafts.find(item.id);
       if (spoil != spoil_drafts.end()) spoil->second(res.draft);
@@ -301,6 +308,7 @@ class FakeDrafter : public DrafterClient {
   }
 
   const FakeVerifier* verifier = nullptr;  // optional: cross-checks the drafter's history
+  int64_t alternatives_asked = 0;          // ProposeItem::alternatives, summed over items
   std::map<spec::RequestId, std::vector<int32_t>> sessions;
   std::set<spec::RequestId> released;
   std::set<spec::RequestId> proposed_ids;
@@ -320,6 +328,29 @@ class FakeDrafter : public DrafterClient {
   std::map<spec::RequestId, std::vector<Sent>> sent;  // per request, each Propose item in order
 
  private:
+  // A chain of `depth` after `history`: each token the target's with chance accuracy_.
+  spec::DraftProposal DraftAfter(spec::RequestId id, std::vector<int32_t> cur, int32_t depth) {
+    spec::DraftProposal draft;
+    for (int32_t j = 0; j < depth; ++j) {
+      const int32_t right = NextToken(cur);
+      // The router's random instance id (the id's high bits) stays out of the hash: a test
+      // then sees the same accepts in every run.
+      const uint64_t sequence = id & ((uint64_t{1} << RouterCore::kSequenceBits) - 1);
+      const uint64_t h = (cur.size() * 0x9E3779B97F4A7C15ULL) ^ (sequence * 0xBF58476D1CE4E5B9ULL) ^ salt_;
+      const double u = static_cast<double>((h >> 11) % 1000003) / 1000003.0;
+      const int32_t t = u < accuracy_ ? right : (right + 1) % kFakeVocab;
+      draft.tokens.push_back(t);
+      draft.parents.push_back(j - 1);
+      cur.push_back(t);
+      ++tokens_proposed;
+    }
+    return draft;
+  }
+  static std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+
   double accuracy_;
   uint64_t salt_;
 };

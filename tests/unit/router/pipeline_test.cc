@@ -6,6 +6,7 @@
 // resend).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "tests/unit/router/router_harness.h"
@@ -17,21 +18,35 @@ struct PipelineRun {
   ServerInfo info;
   int drafter_calls = 0;
   int64_t steps = 0;
+  int64_t alternatives_asked = 0;
 };
 
 // `accuracy`: the fake drafter's chance to propose (and guess) the target's token.
 // `work_inside_verify`: the verifier client runs the draft-ahead inside its call on the loop
 // thread (as over a step socket) instead of the router's side thread running it beside the call.
+// `alternatives` >= 0: RouterOptions::draft_ahead_alternatives, under a latency model where a
+// draft made ahead always fits in the verify call (-1: none, under the harness's model).
 PipelineRun RunPipelined(double accuracy, int n_requests, int32_t max_tokens, bool pipeline = true,
-                         bool work_inside_verify = false) {
+                         bool work_inside_verify = false, int32_t alternatives = -1) {
   RouterOptions options;
   options.pipeline = pipeline;
+  options.draft_ahead_alternatives = std::max(alternatives, 0);
   Harness h("static:3", options);
   h.verifier.overlaps_work = work_inside_verify;
   h.drafters[0] = std::make_unique<FakeDrafter>(accuracy, 11);
   // No cross-check of the drafter against the fake verifier's state: with the pipeline the
   // drafter is called while the verifier runs, and holds hypothetical tokens by design.
-  h.Build("static:3", options, nlohmann::json::object());
+  if (alternatives >= 0) {
+    LatencyModel model;
+    model.set_target({0.0, 0.0, 0.01});
+    model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0, 0.0005}, 0});
+    model.set_rpc_seconds(0.0001);
+    h.core = std::make_unique<RouterCore>(options, &h.verifier, DrafterPools{{"pool0", h.drafters[0].get()}},
+                                          std::move(*MakePolicy("static:3", nlohmann::json::object())), model,
+                                          &h.clock);
+  } else {
+    h.Build("static:3", options, nlohmann::json::object());
+  }
   EXPECT_TRUE(h.core->Init().ok());
   std::vector<RequestId> ids;
   for (int i = 0; i < n_requests; ++i) {
@@ -54,6 +69,7 @@ PipelineRun RunPipelined(double accuracy, int n_requests, int32_t max_tokens, bo
   PipelineRun run;
   run.info = h.core->Snapshot();
   run.drafter_calls = h.drafters[0]->calls;
+  run.alternatives_asked = h.drafters[0]->alternatives_asked;
   run.steps = run.info.steps;
   return run;
 }
@@ -203,6 +219,59 @@ TEST(PipelineTest, AChainAsDeepAsTheDraftMadeAheadKeepsAGuess) {
   const auto& sent = h.drafters[0]->sent[*id];
   for (size_t c = 2; c + 2 < sent.size(); ++c) depths.insert(sent[c].depth);
   EXPECT_EQ(depths, (std::set<int32_t>{3, 4}));
+  EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
+}
+
+// With alternatives the draft made ahead also covers the outcomes where the hypothesis fails
+// (this fake drafter's other outcomes: each position's other token, always right where the
+// hypothesis was wrong). With one for each position of a static:3 hypothesis (chain and guess)
+// every outcome is drafted for: a request's drafts made ahead are dropped at most when it
+// finishes, many are kept for an outcome other than the hypothesis, and the output is the
+// target's token for token.
+TEST(PipelineTest, AlternativesCatchTheOutcomesTheHypothesisMissed) {
+  const PipelineRun hypothesis_only = RunPipelined(0.6, 4, 40, /*pipeline=*/true, /*work_inside_verify=*/false,
+                                                   /*alternatives=*/0);
+  const PipelineRun covered = RunPipelined(0.6, 4, 40, /*pipeline=*/true, /*work_inside_verify=*/false,
+                                           /*alternatives=*/4);
+  EXPECT_GT(covered.alternatives_asked, 0);
+  EXPECT_GT(covered.info.draft_ahead_alternatives_held, 0);
+  EXPECT_LE(covered.info.draft_ahead_dropped, 4);
+  EXPECT_GT(covered.info.draft_ahead_used, hypothesis_only.info.draft_ahead_used);
+  EXPECT_LT(covered.info.steps, hypothesis_only.info.steps + 4);  // no step lost to them
+  EXPECT_EQ(hypothesis_only.info.draft_ahead_alternatives_held, 0);
+  EXPECT_EQ(hypothesis_only.alternatives_asked, 0);
+}
+
+// Fewer alternatives than positions: the outcomes left out are dropped as before, and the
+// output stays the target's.
+TEST(PipelineTest, AnOutcomeNoAlternativeCoversIsDropped) {
+  const PipelineRun run = RunPipelined(0.6, 4, 40, /*pipeline=*/true, /*work_inside_verify=*/false,
+                                       /*alternatives=*/1);
+  EXPECT_GT(run.info.draft_ahead_alternatives_held, 0);
+  EXPECT_GT(run.info.draft_ahead_dropped, 4);
+}
+
+// A sampled request's target token is drawn, not a best choice: its drafts made ahead cover the
+// hypothesis alone (and send no assumed tokens), as without alternatives.
+TEST(PipelineTest, SampledRequestsAskForNoAlternatives) {
+  RouterOptions options;
+  options.pipeline = true;
+  options.draft_ahead_alternatives = 4;
+  Harness h("static:3", options);
+  h.drafters[0] = std::make_unique<FakeDrafter>(0.8, 11);
+  h.Build("static:3", options, nlohmann::json::object());
+  ASSERT_TRUE(h.core->Init().ok());
+  GenerateRequest sampled;
+  sampled.sampling.temperature = 0.9f;
+  sampled.sampling.seed = 5;
+  auto id = h.Submit(Prompt(50, 9), 40, sampled);
+  ASSERT_TRUE(id.ok());
+  h.RunUntilIdle();
+  EXPECT_TRUE(h.out[*id].finished);
+  const ServerInfo info = h.core->Snapshot();
+  EXPECT_GT(info.draft_ahead_used + info.draft_ahead_dropped, 0);  // it did draft ahead
+  EXPECT_EQ(h.drafters[0]->alternatives_asked, 0);
+  EXPECT_EQ(info.draft_ahead_alternatives_held, 0);
   EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
 }
 

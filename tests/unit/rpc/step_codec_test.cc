@@ -61,6 +61,8 @@ std::vector<spec::ProposeItem> SomeProposeItems() {
   items[1].new_tokens = {9};
   items[1].shape = {3, 2, 5};
   items[1].sampling = {0.8f, 40, 0.95f, std::numeric_limits<uint64_t>::max() - 1};
+  items[0].assumed_tokens = 3;  // a draft made ahead: the last three are a hypothesis
+  items[0].alternatives = 2;
   return items;
 }
 
@@ -72,6 +74,7 @@ spec::ProposeResponse SomeProposeResponse() {
   response.results[0].draft.parents = {-1, 0, -1};
   response.results[0].draft.probs = {0.25f, std::numeric_limits<float>::infinity(), 0.0f};
   response.results[0].draft.scores = {0.8f, 0.6f, 0.1f};
+  response.results[0].alternatives = {{{4, 8}, {}}, {{3}, {{2, 2}, {-1, 0}, {}, {}}}};
   response.results[1].id = 12;
   response.results[1].status = absl::FailedPreconditionError("resend the whole history");
   response.compute_seconds = 0.00123456789;
@@ -132,6 +135,8 @@ TEST(StepCodecTest, ProposeRequestRoundTripsEveryField) {
     EXPECT_EQ(a.sampling.top_k, b.sampling.top_k);
     EXPECT_EQ(a.sampling.top_p, b.sampling.top_p);
     EXPECT_EQ(a.sampling.seed, b.sampling.seed);
+    EXPECT_EQ(a.assumed_tokens, b.assumed_tokens);
+    EXPECT_EQ(a.alternatives, b.alternatives);
   }
 }
 
@@ -162,6 +167,12 @@ TEST(StepCodecTest, ProposeAnswerRoundTripsEveryField) {
     EXPECT_EQ(a.draft.parents, b.draft.parents);
     EXPECT_TRUE(SameBits(a.draft.probs, b.draft.probs)) << "result " << i;
     EXPECT_TRUE(SameBits(a.draft.scores, b.draft.scores)) << "result " << i;
+    ASSERT_EQ(a.alternatives.size(), b.alternatives.size()) << "result " << i;
+    for (size_t j = 0; j < a.alternatives.size(); ++j) {
+      EXPECT_EQ(a.alternatives[j].assumed, b.alternatives[j].assumed);
+      EXPECT_EQ(a.alternatives[j].draft.tokens, b.alternatives[j].draft.tokens);
+      EXPECT_EQ(a.alternatives[j].draft.parents, b.alternatives[j].draft.parents);
+    }
   }
   EXPECT_EQ(decoded->compute_seconds, response.compute_seconds);
 }
