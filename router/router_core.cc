@@ -272,6 +272,10 @@ bool RouterCore::RunStep() {
   PlaceDisplaced(&to_prefill);
   if (!to_prefill.empty()) PrefillOnReplicas(to_prefill, &stats);
   const bool decoded = DecodeStep(&stats);
+  // Also after a prefill with no decode step behind it: its drafts made ahead count.
+  draft_ahead_used_ += stats.draft_ahead_used;
+  draft_ahead_dropped_ += stats.draft_ahead_dropped;
+  draft_ahead_alternatives_held_ += stats.draft_ahead_alternatives_held;
   // Tokens deferred by an earlier step go out with the next verify call; none follows here.
   if (!decoded) FlushEvents();
   progress = progress || decoded || !to_prefill.empty() || completed_ != completed_before;

@@ -82,8 +82,9 @@ struct StepStats {
   int32_t tree_requests = 0;      // requests whose verified draft was a tree
   int32_t draft_ahead_issued = 0;  // drafts made ahead for the next step (pipeline)
   int32_t draft_ahead_used = 0;    // drafts of this step that were made ahead (no Propose wait)
-  int32_t draft_ahead_dropped = 0; // drafts made ahead of which no outcome held
+  int32_t draft_ahead_hypothesis_held = 0;   // drafts made ahead kept: their hypothesis held
   int32_t draft_ahead_alternatives_held = 0;  // drafts made ahead kept for another outcome
+  int32_t draft_ahead_dropped = 0;            // drafts made ahead of which no outcome held
   double draft_ahead_seconds = 0;  // drafters' reported compute for the drafts made ahead
   double draft_ahead_slowest_seconds = 0;  // of it, the slowest pool's (pools run in parallel)
   double hidden_draft_seconds = 0; // of it, what ran while the verifier computed

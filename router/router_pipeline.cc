@@ -270,6 +270,7 @@ void RouterCore::ApplyDraftAhead(std::vector<AheadCall>& calls, double verify_co
         if (call.items[m].assumed_tokens == 0) r->known[call.pool] = static_cast<int32_t>(r->history.size());
         r->ready_draft = std::move(result.draft);
         r->ready_pool = call.pool;
+        ++stats->draft_ahead_hypothesis_held;
         continue;
       }
       bool rescued = false;

@@ -121,9 +121,10 @@ void RouterCore::ApplyPrefillDrafts(std::vector<AheadCall>& calls, double prefil
       const bool held = r->started && r->pool == call.pool && r->history.size() == before + 1 &&
                         draft.tokens.size() >= 2 && IsChain(draft) && draft.tokens[0] == r->history[before];
       if (!held) {
-        ++draft_ahead_dropped_;
+        ++stats->draft_ahead_dropped;
         continue;
       }
+      ++stats->draft_ahead_hypothesis_held;
       r->ready_draft = AfterFirstToken(std::move(draft));
       r->ready_pool = call.pool;
     }

@@ -467,9 +467,6 @@ StepOutcome RouterCore::ApplyResults(const StepPlan& plan, std::vector<ReplicaCa
 void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall>& calls,
                              StepOutcome outcome, StepStats* stats) {
   ++steps_;
-  draft_ahead_used_ += stats->draft_ahead_used;
-  draft_ahead_dropped_ += stats->draft_ahead_dropped;
-  draft_ahead_alternatives_held_ += stats->draft_ahead_alternatives_held;
   draft_seconds_total_ += plan.draft_compute + stats->draft_ahead_seconds;
   if (options_.pipeline && plan.draft_compute + stats->draft_ahead_seconds > 0) {
     // What of this step's drafting the step waited for: the serial Propose calls, and what of

@@ -23,7 +23,8 @@
 # "prefix_search": false (the candidate-batch search off); smartspec:chains = smartspec-batch.json
 # with "trees": false (chains only); P = configs/policies/P.json when it
 # exists; every policy drafts serially (--pipeline off) unless it ends in `+pipeline`
-# (static:3+pipeline: the same policy with --pipeline on), a
+# (static:3+pipeline: the same policy with --pipeline on; static:3+pipeline+alt4: its drafts made
+# ahead also covering 4 other outcomes, --draft-ahead-alternatives 4), a
 # `+line` suffix (smartspec+line) with --latency-residual off (the refitted line alone), a
 # `+sleep` suffix (none+sleep) with --step-spin-us 0 (the router sleeps until each step socket
 # answer instead of polling around when it is due), a `+grpc` suffix (none+grpc; last of the
@@ -172,8 +173,12 @@ run_cell() {
     residual_flags=(--latency-residual off)
     policy="${policy%+line}"
   fi
+  if [[ "$policy" =~ ^(.*)\+alt([0-9]+)$ ]]; then
+    pipeline_flags+=(--draft-ahead-alternatives "${BASH_REMATCH[2]}")
+    policy="${BASH_REMATCH[1]}"
+  fi
   if [[ "$policy" == *+pipeline ]]; then
-    pipeline_flags=(--pipeline on)
+    pipeline_flags[1]=on
     policy="${policy%+pipeline}"
   fi
   case "$policy" in

@@ -41,6 +41,14 @@ const std::vector<double>& StepStageBuckets() {
   return *kBounds;
 }
 
+const std::vector<double>& StepOverheadBuckets() {
+  // Fine around 100 us, where a step's orchestration on one host sits.
+  static const auto* const kBounds =
+      new std::vector<double>{0.00001, 0.000025, 0.00005, 0.000075, 0.0001, 0.00015, 0.0002, 0.0003,
+                              0.0005,  0.00075,  0.001,   0.0025,   0.005,  0.01,    0.025,  0.1};
+  return *kBounds;
+}
+
 const std::vector<double>& BatchSizeBuckets() {
   static const auto* const kBounds = new std::vector<double>(PowersOfTwo(9));
   return *kBounds;

@@ -85,6 +85,30 @@ absl::StatusOr<std::unique_ptr<RouterServingMetrics>> RouterServingMetrics::Crea
   SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
       m->stage_router_, registry.AddHistogram(*h, {{"stage", "router"}}, StepStageBuckets()));
 
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
+      h, registry.HistogramFamily("splitspec_step_overhead_seconds",
+                                  "A decode step's wall time less the compute it waited for: its serial "
+                                  "drafts, then the slower of the verify call and the drafts made ahead."));
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(m->step_overhead_, registry.AddHistogram(*h, {}, StepOverheadBuckets()));
+
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
+      counters, registry.CounterFamily("splitspec_draft_ahead_total",
+                                       "Drafts made ahead while the target verified, by outcome: the "
+                                       "hypothesis held, another outcome drafted for held, or neither."));
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(m->ahead_hypothesis_,
+                                     registry.AddCounter(*counters, {{"outcome", "hypothesis"}}));
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(m->ahead_alternative_,
+                                     registry.AddCounter(*counters, {{"outcome", "alternative"}}));
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(m->ahead_dropped_, registry.AddCounter(*counters, {{"outcome", "dropped"}}));
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
+      counters, registry.CounterFamily("splitspec_draft_compute_seconds_total",
+                                       "Drafters' reported compute in decode steps, serial and ahead."));
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(m->draft_seconds_, registry.AddCounter(*counters, {}));
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
+      counters, registry.CounterFamily("splitspec_draft_hidden_seconds_total",
+                                       "Of the drafters' compute, what ran while the target verified."));
+  SPLITSPEC_METRICS_ASSIGN_OR_RETURN(m->hidden_draft_seconds_, registry.AddCounter(*counters, {}));
+
   prometheus::Family<prometheus::Gauge>* g = nullptr;
   SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
       g, registry.GaugeFamily("splitspec_requests_waiting", "Requests queued for admission."));
@@ -122,6 +146,15 @@ void RouterServingMetrics::RecordStep(const StepStageSeconds& stages,
   }
   if (n_tokens > 0) generation_tokens_->Increment(n_tokens);
   if (n_gaps_total > 0) itl_.histogram->ObserveMultiple(counts, gap_sum);
+}
+
+void RouterServingMetrics::RecordPipeline(const StepPipelineOutcome& step) {
+  step_overhead_->Observe(std::max(0.0, step.overhead_seconds));
+  if (step.hypothesis_held > 0) ahead_hypothesis_->Increment(step.hypothesis_held);
+  if (step.alternative_held > 0) ahead_alternative_->Increment(step.alternative_held);
+  if (step.dropped > 0) ahead_dropped_->Increment(step.dropped);
+  if (step.draft_seconds > 0) draft_seconds_->Increment(step.draft_seconds);
+  if (step.hidden_draft_seconds > 0) hidden_draft_seconds_->Increment(step.hidden_draft_seconds);
 }
 
 void RouterServingMetrics::SetLoad(int64_t waiting, int64_t running) {

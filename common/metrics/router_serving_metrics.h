@@ -10,6 +10,12 @@
 //   splitspec_requests_waiting / _running             gauges (queue depth, running batch)
 //   splitspec_step_stage_duration_seconds{stage}      histogram, stage = schedule | draft |
 //                                                     verify | rpc_overhead | router
+//   splitspec_step_overhead_seconds                   histogram, a decode step's wall time less
+//                                                     the compute it waited for
+//   splitspec_draft_ahead_total{outcome}              drafts made ahead (pipeline) by outcome:
+//                                                     hypothesis | alternative | dropped
+//   splitspec_draft_compute_seconds_total             drafters' reported compute
+//   splitspec_draft_hidden_seconds_total              of it, what ran while the target verified
 //
 // Thread safety: every method may be called concurrently.
 #ifndef SPLITSPEC_COMMON_METRICS_ROUTER_SERVING_METRICS_H_
@@ -48,6 +54,19 @@ struct StepStageSeconds {
   double router = 0;
 };
 
+// One decode step's orchestration overhead and drafting beside verification (the router's
+// pipeline): the step's wall time less the compute it waited for; how the drafts made ahead
+// during it turned out (the hypothesis held, another outcome drafted for held, or neither); the
+// drafters' compute in the step and the part of it that ran while the target verified.
+struct StepPipelineOutcome {
+  double overhead_seconds = 0;
+  int hypothesis_held = 0;
+  int alternative_held = 0;
+  int dropped = 0;
+  double draft_seconds = 0;
+  double hidden_draft_seconds = 0;
+};
+
 // Tokens one request received in one step. Speculation delivers tokens in bursts, so the
 // interval since the request's previous token is spread evenly over the burst: each token is one
 // inter-token gap of interval_seconds / n_gaps. When the burst holds the request's first token
@@ -66,6 +85,8 @@ class RouterServingMetrics {
   // Once per router step: the stage times, and the tokens each request received (generation
   // counter and inter-token latencies). Each histogram is locked once per call.
   void RecordStep(const StepStageSeconds& stages, absl::Span<const TokenEmission> emissions);
+  // Once per decode step, beside RecordStep.
+  void RecordPipeline(const StepPipelineOutcome& step);
   // Queue depth and running batch size, typically after scheduling.
   void SetLoad(int64_t waiting, int64_t running);
 
@@ -91,6 +112,12 @@ class RouterServingMetrics {
   prometheus::Histogram* stage_verify_ = nullptr;
   prometheus::Histogram* stage_rpc_overhead_ = nullptr;
   prometheus::Histogram* stage_router_ = nullptr;
+  prometheus::Histogram* step_overhead_ = nullptr;
+  prometheus::Counter* ahead_hypothesis_ = nullptr;
+  prometheus::Counter* ahead_alternative_ = nullptr;
+  prometheus::Counter* ahead_dropped_ = nullptr;
+  prometheus::Counter* draft_seconds_ = nullptr;
+  prometheus::Counter* hidden_draft_seconds_ = nullptr;
 };
 
 }  // namespace splitspec::metrics

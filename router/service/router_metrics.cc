@@ -104,6 +104,14 @@ void RouterMetrics::OnStep(const StepStats& stats) {
   stages.router = stats.router_seconds;
   serving_->RecordStep(stages, pending_emissions_);
   pending_emissions_.clear();
+  metrics::StepPipelineOutcome pipeline;
+  pipeline.overhead_seconds = stats.overhead_seconds;
+  pipeline.alternative_held = stats.draft_ahead_alternatives_held;
+  pipeline.dropped = stats.draft_ahead_dropped;
+  pipeline.hypothesis_held = stats.draft_ahead_hypothesis_held;
+  pipeline.draft_seconds = stats.draft_seconds + stats.draft_ahead_seconds;
+  pipeline.hidden_draft_seconds = stats.hidden_draft_seconds;
+  serving_->RecordPipeline(pipeline);
   UpdateLoad();
 }
 

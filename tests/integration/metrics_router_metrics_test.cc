@@ -72,6 +72,43 @@ TEST_F(RouterMetricsTest, RouterCoreFeedsTheInstalledHooks) {
   EXPECT_EQ(Value("splitspec_spec_decode_num_draft_tokens_total", {{"pool", "b"}}), 0);
 }
 
+// With the pipeline, every draft made ahead is counted once by its outcome, as /server_info
+// counts them; each decode step observes its overhead once.
+TEST_F(RouterMetricsTest, DraftAheadOutcomesAndStepOverheads) {
+  router_options_.pipeline = true;
+  router_options_.draft_ahead_alternatives = 2;
+  testing::Harness harness("static:3", router_options_, nlohmann::json::object(), /*n_drafters=*/1);
+  harness.pool_names = {"a"};
+  harness.drafters[0] = std::make_unique<testing::FakeDrafter>(0.7, 3);
+  LatencyModel model;
+  model.set_target({0.0, 0.0, 0.01});  // a draft made ahead always fits in the verify call
+  model.set_drafter("a", DrafterCost{false, ForwardCoefficients{0.0, 0.0, 0.0005}, 0});
+  model.set_rpc_seconds(0.0001);
+  harness.core = std::make_unique<RouterCore>(router_options_, &harness.verifier,
+                                              DrafterPools{{"a", harness.drafters[0].get()}},
+                                              std::move(*MakePolicy("static:3", nlohmann::json::object())), model,
+                                              &harness.clock);
+  ASSERT_TRUE(harness.core->Init().ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(harness.Submit(testing::Prompt(1 + i, 8), /*max_tokens=*/30).ok());
+  harness.RunUntilIdle();
+  const ServerInfo info = harness.core->Snapshot();
+  const double hypothesis = Value("splitspec_draft_ahead_total", {{"outcome", "hypothesis"}});
+  const double alternative = Value("splitspec_draft_ahead_total", {{"outcome", "alternative"}});
+  const double dropped = Value("splitspec_draft_ahead_total", {{"outcome", "dropped"}});
+  EXPECT_GT(hypothesis, 0);
+  EXPECT_GT(alternative, 0);
+  EXPECT_EQ(alternative, info.draft_ahead_alternatives_held);
+  EXPECT_EQ(dropped, info.draft_ahead_dropped);
+  // Every draft kept was used by the step after it, but a request's last one.
+  EXPECT_LE(info.draft_ahead_used, hypothesis + alternative);
+  EXPECT_GE(info.draft_ahead_used, hypothesis + alternative - 3);
+  EXPECT_EQ(Value("splitspec_step_overhead_seconds_count"), info.steps);
+  const double drafted = Value("splitspec_draft_compute_seconds_total");
+  const double hidden = Value("splitspec_draft_hidden_seconds_total");
+  EXPECT_NEAR(drafted, info.draft_seconds_total, 1e-9);
+  EXPECT_NEAR(hidden, info.hidden_draft_seconds_total, 1e-9);
+}
+
 TEST_F(RouterMetricsTest, StepOutcomesAreGroupedByPool) {
   StepStats step;
   step.requests = {RequestOutcome{1, "a", 3, 2, {}}, RequestOutcome{2, "b", 2, 0, {}},

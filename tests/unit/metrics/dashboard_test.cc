@@ -156,7 +156,7 @@ TEST(DashboardTest, HasAPanelForEveryServingAndSpeculationFigure) {
         "Proposal-length distribution", "Goodput: estimated vs observed", "Output tokens/s",
         "Time to first token p50 / p99", "Inter-token latency p50 / p99",
         "End-to-end latency p50 / p99", "Queue and running requests", "KV usage per worker",
-        "Step-time breakdown"}) {
+        "Step-time breakdown", "Draft-ahead: drafts kept and draft time hidden", "Step overhead p50 / p99"}) {
     EXPECT_EQ(titles.count(want), 1u) << "missing panel: " << want;
   }
 }
@@ -181,7 +181,8 @@ TEST(DashboardTest, EveryMetricInThePromQLIsExported) {
   // And the dashboard covers the speculation and serving families it is about.
   for (const char* must :
        {"splitspec_spec_decode_num_accepted_tokens_per_pos_total", "splitspec_spec_active_tier",
-        "splitspec_worker_kv_blocks_used", "splitspec_step_stage_duration_seconds_sum"}) {
+        "splitspec_worker_kv_blocks_used", "splitspec_step_stage_duration_seconds_sum", "splitspec_draft_ahead_total",
+        "splitspec_draft_hidden_seconds_total", "splitspec_step_overhead_seconds_bucket"}) {
     EXPECT_EQ(used.count(must), 1u) << must;
   }
 }

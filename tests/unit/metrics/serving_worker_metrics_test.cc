@@ -65,6 +65,37 @@ TEST(RouterServingMetricsTest, StepSpreadsBurstIntervalsOverTokens) {
   EXPECT_EQ(Bucket(e, stage, {{"stage", "verify"}}, 0.01), 1.0);
 }
 
+TEST(RouterServingMetricsTest, PipelineOutcomesAccumulateAndOverheadsFallInFineBuckets) {
+  MetricsRegistry registry;
+  auto serving = RouterServingMetrics::Create(registry);
+  ASSERT_TRUE(serving.ok()) << serving.status();
+  StepPipelineOutcome first;
+  first.overhead_seconds = 0.00009;
+  first.hypothesis_held = 2;
+  first.dropped = 1;
+  first.draft_seconds = 0.004;
+  first.hidden_draft_seconds = 0.003;
+  StepPipelineOutcome second;
+  second.overhead_seconds = 0.00014;
+  second.alternative_held = 3;
+  second.draft_seconds = 0.001;
+  (*serving)->RecordPipeline(first);
+  (*serving)->RecordPipeline(second);
+
+  Exposition e = Parse(registry);
+  const std::string ahead = "splitspec_draft_ahead_total";
+  EXPECT_EQ(e.Value(ahead, {{"outcome", "hypothesis"}}), 2.0);
+  EXPECT_EQ(e.Value(ahead, {{"outcome", "alternative"}}), 3.0);
+  EXPECT_EQ(e.Value(ahead, {{"outcome", "dropped"}}), 1.0);
+  EXPECT_DOUBLE_EQ(*e.Value("splitspec_draft_compute_seconds_total"), 0.005);
+  EXPECT_DOUBLE_EQ(*e.Value("splitspec_draft_hidden_seconds_total"), 0.003);
+  const std::string overhead = "splitspec_step_overhead_seconds";
+  EXPECT_EQ(e.Value(overhead + "_count"), 2.0);
+  EXPECT_EQ(Bucket(e, overhead, {}, 0.000075), 0.0);
+  EXPECT_EQ(Bucket(e, overhead, {}, 0.0001), 1.0);
+  EXPECT_EQ(Bucket(e, overhead, {}, 0.00015), 2.0);
+}
+
 TEST(RouterServingMetricsTest, RequestLifecycleCounters) {
   MetricsRegistry registry;
   auto serving = RouterServingMetrics::Create(registry);
