@@ -92,7 +92,7 @@ constexpr char kUsage[] =
     "                               is expected to pay (on)\n"
     "  --draft-ahead-alternatives N with the pipeline, also draft greedy requests' next step after up\n"
     "                               to N other outcomes of the step being verified (the drafter's\n"
-    "                               best other token where the chain might stop), 0..8 (0)\n"
+    "                               best other token where the chain might stop), 0..8 (2)\n"
     "  --step-sockets on|off        Verify and Propose to a worker addressed as unix://PATH over its\n"
     "                               step socket PATH.step (no thread hand-offs; gRPC while absent;\n"
     "                               not with --worker-tls-*) (on)\n"
@@ -195,7 +195,9 @@ int Run(const rpc::Flags& flags) {
   worker_tls.reload_seconds = serving->tls.reload_seconds;
   const std::string chat_template_path = flags.GetString("chat-template");
   auto http_threads = flags.GetInt("http-threads", 64);
-  auto alternatives = flags.GetInt("draft-ahead-alternatives", 0);
+  // Two measured best on the bundled pair at one client (docs/benchmarks.md, "Drafts made ahead
+  // over several outcomes"), and no slower at four and sixteen.
+  auto alternatives = flags.GetInt("draft-ahead-alternatives", 2);
   for (const absl::Status& s : {alternatives.status(), port.status(), max_queue.status(), max_running.status(), max_k.status(),
                                 default_max_tokens.status(), worker_timeout.status(), wait.status(),
                                 drain.status(), failover_wait.status(), deadline_factor.status(),

@@ -23,8 +23,9 @@
 # "prefix_search": false (the candidate-batch search off); smartspec:chains = smartspec-batch.json
 # with "trees": false (chains only); P = configs/policies/P.json when it
 # exists; every policy drafts serially (--pipeline off) unless it ends in `+pipeline`
-# (static:3+pipeline: the same policy with --pipeline on; static:3+pipeline+alt4: its drafts made
-# ahead also covering 4 other outcomes, --draft-ahead-alternatives 4), a
+# (static:3+pipeline: the same policy with --pipeline on, its drafts made ahead covering the
+# router's default of other outcomes; static:3+pipeline+alt4: --draft-ahead-alternatives 4,
+# +alt0 the hypothesis alone), a
 # `+line` suffix (smartspec+line) with --latency-residual off (the refitted line alone), a
 # `+sleep` suffix (none+sleep) with --step-spin-us 0 (the router sleeps until each step socket
 # answer instead of polling around when it is due), a `+grpc` suffix (none+grpc; last of the
