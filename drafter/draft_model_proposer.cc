@@ -163,6 +163,25 @@ absl::Status DraftModelProposer::CommitTreePath(spec::RequestId id, absl::Span<c
   return kv_->CommitPath(id, static_cast<int32_t>(base), path);
 }
 
+absl::StatusOr<size_t> DraftModelProposer::KeepCommittedPrefix(spec::RequestId id, absl::Span<const int32_t> history,
+                                                                RequestState& state) {
+  if (!kv_->HasSequence(id)) {
+    if (absl::Status s = kv_->AddSequence(id); !s.ok()) return s;
+    state.kv_tokens.clear();
+    state.tree_tokens.clear();
+    state.tree_parents.clear();
+  }
+  if (absl::Status s = CommitTreePath(id, history, state); !s.ok()) return s;
+  // The pending token (history.back()) is never kept: it is fed again so its logits exist.
+  std::vector<int32_t>& held = state.kv_tokens;
+  const size_t limit = std::min(held.size(), history.size() - 1);
+  size_t common = 0;
+  while (common < limit && held[common] == history[common]) ++common;
+  if (absl::Status s = kv_->Truncate(id, static_cast<int32_t>(common)); !s.ok()) return s;
+  held.resize(common);
+  return common;
+}
+
 engine::Rng& DraftModelProposer::RngFor(const ProposeTask& task, RequestState& state) const {
   if (state.rng == nullptr) state.rng = std::make_unique<engine::Rng>(task.sampling.seed ^ kDraftStreamSalt);
   return *state.rng;
@@ -201,20 +220,9 @@ absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(abs
     const ProposeTask& task = tasks[i];
     const std::vector<int32_t>& history = *task.history;
     RequestState& state = states_[task.id];
-    std::vector<int32_t>& held = state.kv_tokens;
-    if (!kv_->HasSequence(task.id)) {
-      if (absl::Status s = kv_->AddSequence(task.id); !s.ok()) return s;
-      held.clear();
-      state.tree_tokens.clear();
-      state.tree_parents.clear();
-    }
-    if (absl::Status s = CommitTreePath(task.id, history, state); !s.ok()) return s;
-    // The pending token (history.back()) is never kept: it is fed again so its logits exist.
-    const size_t limit = std::min(held.size(), history.size() - 1);
-    size_t common = 0;
-    while (common < limit && held[common] == history[common]) ++common;
-    if (absl::Status s = kv_->Truncate(task.id, static_cast<int32_t>(common)); !s.ok()) return s;
-    held.resize(common);
+    absl::StatusOr<size_t> kept = KeepCommittedPrefix(task.id, history, state);
+    if (!kept.ok()) return kept.status();
+    const size_t common = *kept;
     engine::SequenceStep step;
     step.seq = task.id;
     step.tokens.assign(history.begin() + static_cast<std::ptrdiff_t>(common), history.end());
@@ -362,20 +370,9 @@ absl::Status DraftModelProposer::DraftAfterOutcomes(absl::Span<const ProposeTask
     const std::vector<int32_t>& history = *task.history;
     const size_t committed = history.size() - static_cast<size_t>(task.assumed);
     RequestState& state = states_[task.id];
-    if (!kv_->HasSequence(task.id)) {
-      if (absl::Status s = kv_->AddSequence(task.id); !s.ok()) return s;
-      state.kv_tokens.clear();
-      state.tree_tokens.clear();
-      state.tree_parents.clear();
-    }
-    const absl::Span<const int32_t> committed_history(history.data(), committed);
-    if (absl::Status s = CommitTreePath(task.id, committed_history, state); !s.ok()) return s;
-    std::vector<int32_t>& held = state.kv_tokens;
-    const size_t limit = std::min(held.size(), committed - 1);
-    size_t common = 0;
-    while (common < limit && held[common] == history[common]) ++common;
-    if (absl::Status s = kv_->Truncate(task.id, static_cast<int32_t>(common)); !s.ok()) return s;
-    held.resize(common);
+    absl::StatusOr<size_t> kept = KeepCommittedPrefix(task.id, absl::MakeConstSpan(history.data(), committed), state);
+    if (!kept.ok()) return kept.status();
+    const size_t common = *kept;
     engine::SequenceStep step;
     step.seq = task.id;
     step.tokens.assign(history.begin() + static_cast<std::ptrdiff_t>(common), history.end());

@@ -84,6 +84,12 @@ class DraftModelProposer : public Proposer {
   // Keeps the tree path that `history` continues with as committed KV and drops the rest of
   // the tree; the next forward then catches up from there.
   absl::Status CommitTreePath(spec::RequestId id, absl::Span<const int32_t> history, RequestState& state);
+  // Rolls the request's draft KV back to the longest prefix of `history` (committed tokens,
+  // the last one pending) it still agrees with, after keeping the tree path `history` takes
+  // (a new request gets a sequence); returns that prefix's length, always short of the pending
+  // token, which is fed again for its logits.
+  absl::StatusOr<size_t> KeepCommittedPrefix(spec::RequestId id, absl::Span<const int32_t> history,
+                                             RequestState& state);
   // Greedy chains after a task's hypothesis and after its likeliest other outcomes
   // (ProposeTask::alternatives), for the tasks `which` (their depths in `depth`): the hypothesis
   // and the branches all sit in the draft KV as tree nodes after the committed history, so

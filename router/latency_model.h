@@ -38,10 +38,11 @@ struct DrafterCost {
 };
 
 // Where the share of missed hypotheses an alternative catches starts (LatencyModel::
-// ObserveAlternativeOutcome): about what four alternatives caught with the bundled pair on code
-// (docs/benchmarks.md). Starting at 0 would price alternatives as useless until one was seen to
-// hold, and a request whose hypothesis alone does not pay drafting ahead would never try them.
-inline constexpr double kAlternativeRescuePrior = 0.5;
+// ObserveAlternativeOutcome): about what the router's default of two caught with the bundled
+// pair on code (0.34-0.35; four caught 0.51-0.52; docs/benchmarks.md). Starting at 0 would price
+// alternatives as useless until one was seen to hold, and a request whose hypothesis alone does
+// not pay drafting ahead would never try them.
+inline constexpr double kAlternativeRescuePrior = 0.35;
 
 class LatencyModel {
  public:

@@ -198,8 +198,8 @@ int Run(const rpc::Flags& flags) {
   // Two measured best on the bundled pair at one client (docs/benchmarks.md, "Drafts made ahead
   // over several outcomes"), and no slower at four and sixteen.
   auto alternatives = flags.GetInt("draft-ahead-alternatives", 2);
-  for (const absl::Status& s : {alternatives.status(), port.status(), max_queue.status(), max_running.status(), max_k.status(),
-                                default_max_tokens.status(), worker_timeout.status(), wait.status(),
+  for (const absl::Status& s : {port.status(), max_queue.status(), max_running.status(), max_k.status(),
+                                alternatives.status(), default_max_tokens.status(), worker_timeout.status(), wait.status(),
                                 drain.status(), failover_wait.status(), deadline_factor.status(),
                                 deadline_floor.status(), probe_interval.status(), resolve_interval.status(),
                                 metrics_port.status(), http_port.status(), http_threads.status(),

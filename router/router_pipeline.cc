@@ -19,6 +19,11 @@
 // the part of the draft-ahead the verify call would not hide (PlanDraftAhead; the step waits
 // for it, landed or not). The drafter's extra work runs on its own process, so that is the
 // only cost. Goodput prices a pipelined step the same way (GoodputModel::Exposure).
+// With RouterOptions::draft_ahead_alternatives a greedy request's call also drafts after the
+// drafter's likeliest other outcomes of the step (a prefix of chain + guess, then the drafter's
+// best other token there); the hypothesis goes as assumed tokens, which the drafter does not
+// count as committed, so `known` stays at the committed length whatever the outcome, and the
+// next step keeps the draft whose outcome the step emitted (a hit by another name).
 // Output stays exact: a draft made ahead was drafted from exactly the history the next step
 // verifies against, as any other draft; the verifier decides acceptance as always. A sampled
 // chain token's draw is keyed by its position (drafter/draft_model_proposer.cc), independent
@@ -152,9 +157,10 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     // (KeepsPipelineGoing) asked for more than it verifies.
     const int32_t depth = std::min({std::max(k, plan.wanted[i]) + 1, plan.max_k, remaining, room});
     if (depth <= 1) continue;
-    // Worth it when the Propose it saves the next step (with the chance that chain and guess
-    // all land, each token at the request's acceptance estimate) outweighs the part of it the
-    // verify call does not hide, which this step waits for whether it lands or not.
+    // Worth it when the Propose it saves the next step (with the chance that it is used: chain
+    // and guess all land, each token at the request's acceptance estimate, or an alternative
+    // catches the miss) outweighs the part of it the verify call does not hide, which this step
+    // waits for whether it lands or not.
     const double hit = DraftAheadLands(*r, k);
     const double draft_seconds =
         AheadDraftSeconds(r->pool, *r, static_cast<int32_t>(r->history.size() + assumed.size()), depth,

@@ -1,7 +1,8 @@
 // Fuzz target: a ProposeRequest (ProposeItems: request id, known length, new tokens, proposal
-// shape, sampling params, assumed tokens and alternatives). Conversion round-trips, and a real DrafterCore with the n-gram
-// proposer (no model needed) answers it twice in a row, as a router's consecutive steps would:
-// an error, or one draft per item that fits the asked shape and the vocabulary.
+// shape, sampling params, assumed tokens and alternatives). Conversion round-trips, and a real
+// DrafterCore with the n-gram proposer (no model needed) answers it twice in a row, as a
+// router's consecutive steps would: an error, or one draft per item that fits the asked shape
+// and the vocabulary.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
