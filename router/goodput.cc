@@ -101,14 +101,16 @@ void GoodputModel::ComputePipelineExposure() {
   const double rpc = model_.RpcSeconds();
   double all_context = 0;
   for (const GoodputItem& it : items_) all_context += it.context;
-  std::vector<int32_t> ctx, ahead_ctx, depths;
+  std::vector<int32_t> ctx, ahead_ctx, depths, ahead_depths;
   for (size_t p = 0; p < pools_.size(); ++p) {
     ctx.clear();
     std::vector<double> acceptance;
+    std::vector<bool> greedy;
     for (size_t i = 0; i < items_.size(); ++i) {
       if (pool_index_[i] != static_cast<int32_t>(p)) continue;
       ctx.push_back(items_[i].context);
       acceptance.push_back(std::clamp(items_[i].acceptance, 0.0, 1.0));
+      greedy.push_back(items_[i].greedy);
     }
     const double n = static_cast<double>(ctx.size());
     for (int32_t d = 1; d <= max_k_; ++d) {
@@ -119,14 +121,22 @@ void GoodputModel::ComputePipelineExposure() {
       if (d == max_k_) continue;  // no guess past the deepest chain: nothing is drafted ahead
       depths.assign(ctx.size(), d + 1);
       const double serial = model_.DraftSeconds(pool_drafters_[p], ctx, depths);
+      // The draft made ahead first feeds the chain and its guess, then drafts the next chain,
+      // and a greedy request one more beside it per other outcome it covers
+      // (RouterCore::AheadDraftSeconds); it is used when the hypothesis holds or, failing that,
+      // one of those does (LatencyModel::DraftAheadLands).
       ahead_ctx.clear();
-      for (int32_t c : ctx) ahead_ctx.push_back(c + d + 1);
-      // The draft made ahead first feeds the chain and its guess, then drafts the next chain.
-      const double ahead = model_.DraftSeconds(pool_drafters_[p], ahead_ctx, depths, n * (d + 1));
-      const double verify = model_.TargetSeconds(all_context, static_cast<double>(items_.size()) + n * d);
       double hit = 0;
-      for (double a : acceptance) hit += std::pow(a, d + 1);
+      for (size_t j = 0; j < ctx.size(); ++j) {
+        const int32_t alternatives = greedy[j] ? std::min(model_.draft_ahead_alternatives(), d + 1) : 0;
+        ahead_ctx.insert(ahead_ctx.end(), static_cast<size_t>(1 + alternatives), ctx[j] + d + 1);
+        const double hypothesis = std::pow(acceptance[j], d + 1);
+        hit += alternatives > 0 ? model_.DraftAheadLands(hypothesis) : hypothesis;
+      }
       hit /= n;
+      ahead_depths.assign(ahead_ctx.size(), d + 1);
+      const double ahead = model_.DraftSeconds(pool_drafters_[p], ahead_ctx, ahead_depths, n * (d + 1));
+      const double verify = model_.TargetSeconds(all_context, static_cast<double>(items_.size()) + n * d);
       const double outlasting = std::max(0.0, ahead - verify);
       // Otherwise the chain gets no guess and drafts as without the pipeline (exposure 1).
       if ((1 - hit) * (serial + rpc) + outlasting < linear + rpc) {

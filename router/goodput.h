@@ -23,6 +23,9 @@ struct GoodputItem {
   // ChargedCatchUpTokens.
   int32_t draft_catch_up = 0;
   int32_t remaining_tokens = 0;
+  // A greedy request's draft made ahead may also cover other outcomes
+  // (LatencyModel::draft_ahead_alternatives); a sampled one's covers the hypothesis alone.
+  bool greedy = true;
 };
 
 // The catch-up tokens a step is charged for when `item` drafts (at its drafter's per-token
@@ -81,7 +84,9 @@ class GoodputModel {
   // made ahead builds on) and, while the target verifies, the next step's chain is drafted
   // ahead; the step waits for what of that outlasts the verify call, and for a serial Propose
   // only when the draft made ahead missed (h: the chance that chain and guess all land, each
-  // token at its request's acceptance estimate, averaged over the pool's requests):
+  // token at its request's acceptance estimate, or for a greedy request that one of the other
+  // outcomes its draft made ahead covers catches the miss, averaged over the pool's requests;
+  // T_ahead counts those outcomes' chains):
   //   exposed = (1 - h) * (T_draft(D + 1) + rpc) + max(0, T_ahead(D + 1) - T_verify(D))
   // or, where that is not below the serial T_draft(D) + rpc, the serial figures: the chain
   // then gets no guess and nothing is drafted ahead (the same test as

@@ -51,6 +51,7 @@ struct PolicyRequest {
   // history when its pool has no session for it yet.
   int32_t draft_catch_up = 0;
   int32_t remaining_tokens = 0;  // tokens it may still generate (max_tokens - generated)
+  bool greedy = true;            // its sampling: greedy (GoodputItem::greedy)
   absl::Span<const int32_t> history;  // prompt + generated tokens (valid during Decide)
   // Set when the request sat out the previous step(s) as long as RouterOptions allows:
   // it must run now (the starvation guard; see router_core.h).

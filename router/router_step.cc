@@ -134,6 +134,7 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
     p.max_useful_k = useful[i];
     p.draft_catch_up = DraftCatchUp(*r);
     p.remaining_tokens = std::max(0, r->request.max_tokens - r->usage.completion_tokens);
+    p.greedy = r->request.sampling.greedy();
     p.history = r->history;
     p.must_run = r->sat_out_steps >= std::max(options_.max_sit_out_steps, 0);
     input.requests.push_back(std::move(p));
@@ -180,7 +181,7 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
     for (size_t i : run) {
       const PolicyRequest& p = input.requests[i];
       items.push_back(GoodputItem{p.context_tokens, p.acceptance, p.pool, p.speculative, p.draft_catch_up,
-                                  p.remaining_tokens});
+                                  p.remaining_tokens, p.greedy});
     }
     stats->estimated_goodput = GoodputModel(latency_, std::move(items), plan->max_k).Goodput(plan->k);
   }

@@ -159,7 +159,7 @@ std::vector<ProposalChoice> SmartSpecPolicy::DecideShapes(const PolicyInput& inp
   for (size_t i = 0; i < input.requests.size(); ++i) {
     const PolicyRequest& r = input.requests[i];
     items.push_back(GoodputItem{r.context_tokens, ChainAcceptance(input, r), r.pool, r.speculative,
-                                r.draft_catch_up, r.remaining_tokens});
+                                r.draft_catch_up, r.remaining_tokens, r.greedy});
     if (k[i] != kSitOut) run = i + 1;
   }
   GoodputModel goodput(model, items, max_depth);

@@ -149,6 +149,29 @@ TEST(GoodputTest, PipelineHidesADraftAheadThatFitsInTheVerify) {
   EXPECT_NEAR(g.StepSeconds({4}), serial.StepSeconds({4}), 1e-12);
 }
 
+// A greedy request's draft made ahead that also covers other outcomes is used more often (an
+// alternative catches a share of the misses), so a step waits less often for a serial Propose;
+// the extra chains drafted beside the verify call cost nothing while they fit in it. A sampled
+// request's covers the hypothesis alone and is priced as without alternatives.
+TEST(GoodputTest, AlternativesLetADraftMadeAheadLandMoreOften) {
+  LatencyModel hypothesis_only_model = TwoPoolModel();  // drafting ~2 ms a level, a 10 ms verify
+  hypothesis_only_model.set_pipeline(true);
+  LatencyModel covering_model = hypothesis_only_model;
+  covering_model.set_draft_ahead_alternatives(2);
+  GoodputItem greedy{100, 0.9, "draft", true};
+  GoodputItem sampled = greedy;
+  sampled.greedy = false;
+  const GoodputModel hypothesis_only(hypothesis_only_model, {greedy}, 4);
+  const GoodputModel covering(covering_model, {greedy}, 4);
+  const GoodputModel covering_sampled(covering_model, {sampled}, 4);
+  const double miss = 1 - std::pow(0.9, 3);  // chain of 2 and its guess
+  EXPECT_NEAR(hypothesis_only.Exposure(0, 2).rpc, miss, 1e-12);
+  EXPECT_NEAR(covering.Exposure(0, 2).rpc, miss * (1 - kAlternativeRescuePrior), 1e-12);
+  EXPECT_NEAR(covering_sampled.Exposure(0, 2).rpc, miss, 1e-12);
+  EXPECT_LT(covering.StepSeconds({2}), hypothesis_only.StepSeconds({2}));
+  EXPECT_NEAR(covering_sampled.StepSeconds({2}), hypothesis_only.StepSeconds({2}), 1e-12);
+}
+
 // The step waits for what of the draft made ahead (one level deeper, its first forward feeding
 // the chain and the guess) outlasts the verify call, and for a serial Propose (also one level
 // deeper) when the draft made ahead missed.
