@@ -106,12 +106,12 @@ int32_t BestOtherThan(absl::Span<const float> logits, int32_t excluded) {
   return best;
 }
 
-// log softmax(logits)[token] at temperature 1.
-double LogProbability(absl::Span<const float> logits, int32_t token) {
+// log of softmax's denominator at temperature 1: log softmax(logits)[t] = logits[t] - this.
+double LogNormalizer(absl::Span<const float> logits) {
   const float max = *std::max_element(logits.begin(), logits.end());
   double sum = 0;
   for (float l : logits) sum += std::exp(static_cast<double>(l) - max);
-  return static_cast<double>(logits[token]) - max - std::log(sum);
+  return max + std::log(sum);
 }
 
 // One request's tree being grown this step, and where its fed nodes sit in the draft KV.
@@ -334,9 +334,10 @@ std::vector<std::pair<int32_t, int32_t>> RankOutcomes(const std::vector<absl::Sp
   std::vector<std::pair<double, std::pair<int32_t, int32_t>>> ranked;  // (-log chance, (j, token))
   double prefix = 0;  // log chance of H[0..j)
   for (int32_t j = 0; j < static_cast<int32_t>(hypothesis.size()); ++j) {
+    const double normalizer = LogNormalizer(rows[j]);  // once a row: a pass of exps over the vocabulary
     const int32_t other = BestOtherThan(rows[j], hypothesis[j]);
-    if (other >= 0) ranked.push_back({-(prefix + LogProbability(rows[j], other)), {j, other}});
-    prefix += LogProbability(rows[j], hypothesis[j]);
+    if (other >= 0) ranked.push_back({-(prefix + rows[j][other] - normalizer), {j, other}});
+    prefix += rows[j][hypothesis[j]] - normalizer;
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::pair<int32_t, int32_t>> chosen;
