@@ -205,6 +205,8 @@ bool RouterCore::Idle() const {
 }
 
 bool RouterCore::RunStep() {
+  follows_decode_step_ = previous_run_decoded_;
+  previous_run_decoded_ = false;
   {
     MutexLock lock(&mu_);
     if (!initialized_) return false;
@@ -272,6 +274,7 @@ bool RouterCore::RunStep() {
   PlaceDisplaced(&to_prefill);
   if (!to_prefill.empty()) PrefillOnReplicas(to_prefill, &stats);
   const bool decoded = DecodeStep(&stats);
+  previous_run_decoded_ = decoded;
   // Also after a prefill with no decode step behind it: its drafts made ahead count.
   draft_ahead_used_ += stats.draft_ahead_used;
   draft_ahead_dropped_ += stats.draft_ahead_dropped;

@@ -93,10 +93,16 @@ struct StepStats {
   double draft_seconds = 0;       // drafters' reported compute
   double verify_seconds = 0;      // verifier's reported compute
   double wall_seconds = 0;        // the decode step, scheduling to bookkeeping
-  double overhead_seconds = 0;    // wall - the compute it waited for (StepOverheadSeconds)
-  // The step's wall time outside its worker calls: planning, applying the answers, bookkeeping.
-  // With rpc_overhead_seconds it splits a serial step's overhead into the router's share and
-  // the calls' (transport, the workers' handling around their compute).
+  // The router's time from the end of the previous decode step's wall time to this one's start
+  // when the two ran back to back (the loop's next step while there is work): the previous
+  // step's last bookkeeping (policy, metrics, the /server_info snapshot), admission and replica
+  // checks; a Prefill call in between is left out. 0 for a step after an idle wait.
+  double between_steps_seconds = 0;
+  // wall + between_steps - the compute it waited for (StepOverheadSeconds)
+  double overhead_seconds = 0;
+  // The step's wall time outside its worker calls, between_steps included: planning, applying
+  // the answers, bookkeeping. With rpc_overhead_seconds it splits a serial step's overhead into
+  // the router's share and the calls' (transport, the workers' handling around their compute).
   double router_seconds = 0;
   // For metrics (filled only when RouterOptions::step_observer is set):
   double rpc_overhead_seconds = 0;  // RPC wall time beyond the workers' reported compute
@@ -105,8 +111,9 @@ struct StepStats {
   double MeanK() const;
 };
 
-// A decode step's orchestration overhead: its wall time less the compute it had to wait for.
-// The serial Propose calls come first (pools in parallel, so the slowest counts), then the
+// A decode step's orchestration overhead: its wall time (with the router's time since the
+// previous step ended, when the two ran back to back: StepStats::between_steps_seconds) less
+// the compute it had to wait for. The serial Propose calls come first (pools in parallel, so the slowest counts), then the
 // verify call, beside which the drafts for the next step are made ahead (RouterOptions::
 // pipeline); the step waits for both. What is left is RPC transport, scheduling and
 // bookkeeping. In a serial speculative step the drafter's compute is not overhead, and in a
@@ -396,6 +403,12 @@ class RouterCore {
   // The last step's verify ran its side work on the loop thread while in flight: a single
   // request's tokens then wait for the next call too, which costs no hand-off.
   bool verify_overlaps_work_ = false;
+  // For StepStats::between_steps_seconds: when the last decode step's wall time ended, and
+  // whether the run before this one decoded (the loop then runs the next at once), and so
+  // whether this run's step follows it back to back.
+  double previous_step_end_ = 0;
+  bool previous_run_decoded_ = false;
+  bool follows_decode_step_ = false;
   // Deferred step tokens (EmitStepTokens): requests not finished when deferred, so alive until
   // delivered (every path that finishes a request emits, and Emit flushes first).
   std::vector<std::pair<Active*, StreamEvent>> deferred_events_;

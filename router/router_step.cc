@@ -35,6 +35,9 @@ bool RouterCore::DecodeStep(StepStats* stats) {
   if (ready.empty()) return false;
   StepPlan plan;
   plan.started_at = clock_->NowSeconds();
+  if (follows_decode_step_) {
+    stats->between_steps_seconds = std::max(0.0, plan.started_at - previous_step_end_ - stats->prefill_seconds);
+  }
   {
     MutexLock lock(&mu_);
     plan.max_k = max_k_;
@@ -488,7 +491,8 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
     if (target_fit_.current().has_value()) latency_.SetRefitTarget(target_fit_.current()->coefficients);
   }
   stats->verify_seconds = plan.verify_compute;
-  stats->wall_seconds = clock_->NowSeconds() - plan.started_at;
+  previous_step_end_ = clock_->NowSeconds();
+  stats->wall_seconds = previous_step_end_ - plan.started_at;
   if (!any_verified) return;  // nothing was learnt: every replica of the step failed
   std::vector<AcceptanceTracker::Observation> observations;
   for (const RequestOutcome& o : outcome.requests) {
@@ -507,9 +511,10 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
     if (plan.batch[i]->speculative) ++k_histogram_[plan.k[i]];
   }
   outcome.wall_seconds = stats->wall_seconds;
-  stats->overhead_seconds = StepOverheadSeconds(stats->wall_seconds, plan.draft_compute_slowest,
-                                                stats->verify_seconds, stats->draft_ahead_slowest_seconds);
-  stats->router_seconds = std::max(0.0, stats->wall_seconds - plan.call_wall);
+  const double step_seconds = stats->wall_seconds + stats->between_steps_seconds;
+  stats->overhead_seconds = StepOverheadSeconds(step_seconds, plan.draft_compute_slowest, stats->verify_seconds,
+                                                stats->draft_ahead_slowest_seconds);
+  stats->router_seconds = std::max(0.0, step_seconds - plan.call_wall);
   policy_->Observe(outcome);
   if (options_.step_observer) {
     stats->rpc_overhead_seconds = plan.rpc_excess;

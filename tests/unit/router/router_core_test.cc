@@ -817,55 +817,108 @@ TEST(RouterCoreTest, RouterTimeLeavesOutTheWorkersCalls) {
   EXPECT_GT(drafted_steps, 4);
 }
 
-// Delegates to static:3, and takes `seconds` of the router's (virtual) time to decide.
+// Delegates to static:3, and takes `seconds` of the router's (virtual) time to decide and
+// `observe_seconds` to observe a step (which the router does after the step's wall time).
 class SlowPlanningPolicy : public SpeculationPolicy {
  public:
-  SlowPlanningPolicy(VirtualClock* clock, double seconds)
-      : inner_(*MakePolicy("static:3", nlohmann::json::object())), clock_(clock), seconds_(seconds) {}
+  SlowPlanningPolicy(VirtualClock* clock, double seconds, double observe_seconds = 0)
+      : inner_(*MakePolicy("static:3", nlohmann::json::object())),
+        clock_(clock),
+        seconds_(seconds),
+        observe_seconds_(observe_seconds) {}
   std::string Name() const override { return "slow-planning"; }
   std::vector<int32_t> Decide(const PolicyInput& input) override { return inner_->Decide(input); }
   std::vector<ProposalChoice> DecideProposals(const PolicyInput& input) override {
     clock_->Advance(seconds_);
     return inner_->DecideProposals(input);
   }
-  void Observe(const StepOutcome& outcome) override { inner_->Observe(outcome); }
+  void Observe(const StepOutcome& outcome) override {
+    clock_->Advance(observe_seconds_);
+    inner_->Observe(outcome);
+  }
   nlohmann::json Describe() const override { return inner_->Describe(); }
 
  private:
   std::unique_ptr<SpeculationPolicy> inner_;
   VirtualClock* clock_;
   double seconds_;
+  double observe_seconds_;
+};
+
+// A serial router over timed fakes on a virtual clock (verify 5 ms of compute + 0.2 ms of
+// transport, drafting 1 ms a level) whose policy takes plan_seconds to decide and
+// observe_seconds to observe; every step's stats are kept.
+struct SlowPolicyRouter {
+  SlowPolicyRouter(double plan_seconds, double observe_seconds) {
+    RouterOptions options;
+    options.pipeline = false;
+    options.step_observer = [this](const StepStats& s) { steps.push_back(s); };
+    verifier.compute_seconds = 0.005;
+    verifier.transport_seconds = 0.0002;
+    verifier.clock = &clock;
+    drafter.verifier = &verifier;
+    drafter.seconds_per_level = 0.001;
+    drafter.clock = &clock;
+    core = std::make_unique<RouterCore>(options, &verifier, DrafterPools{{"d", &drafter}},
+                                        std::make_unique<SlowPlanningPolicy>(&clock, plan_seconds, observe_seconds),
+                                        LatencyModel(), &clock);
+  }
+
+  // Runs one 30-token request to its end; returns the index of its first step in `steps`.
+  size_t RunRequest() {
+    GenerateRequest r;
+    r.prompt = Prompt(3, 9);
+    r.max_tokens = 30;
+    bool finished = false;
+    const size_t first_step = steps.size();
+    EXPECT_TRUE(core->Submit(r, [&finished](const StreamEvent& e) { finished = finished || e.finished; }).ok());
+    for (int i = 0; i < 200 && !finished; ++i) core->RunStep();
+    EXPECT_TRUE(finished);
+    return first_step;
+  }
+
+  std::vector<StepStats> steps;
+  VirtualClock clock;
+  FakeVerifier verifier;
+  FakeDrafter drafter;
+  std::unique_ptr<RouterCore> core;
 };
 
 TEST(RouterCoreTest, RouterTimeCountsThePlanning) {
-  std::vector<StepStats> steps;
-  RouterOptions options;
-  options.pipeline = false;
-  options.step_observer = [&steps](const StepStats& s) { steps.push_back(s); };
-  VirtualClock clock;
-  FakeVerifier verifier;
-  verifier.compute_seconds = 0.005;
-  verifier.transport_seconds = 0.0002;
-  verifier.clock = &clock;
-  FakeDrafter drafter;
-  drafter.verifier = &verifier;
-  drafter.seconds_per_level = 0.001;
-  drafter.clock = &clock;
-  RouterCore core(options, &verifier, {{"d", &drafter}}, std::make_unique<SlowPlanningPolicy>(&clock, 0.0004),
-                  LatencyModel(), &clock);
-  ASSERT_TRUE(core.Init().ok());
-  GenerateRequest r;
-  r.prompt = Prompt(3, 9);
-  r.max_tokens = 30;
-  bool finished = false;
-  ASSERT_TRUE(core.Submit(r, [&finished](const StreamEvent& e) { finished = finished || e.finished; }).ok());
-  for (int i = 0; i < 200 && !finished; ++i) core.RunStep();
-  ASSERT_TRUE(finished);
-  ASSERT_GT(steps.size(), 4u);
-  for (const StepStats& s : steps) {
+  SlowPolicyRouter router(/*plan_seconds=*/0.0004, /*observe_seconds=*/0.0);
+  ASSERT_TRUE(router.core->Init().ok());
+  router.RunRequest();
+  ASSERT_GT(router.steps.size(), 4u);
+  for (const StepStats& s : router.steps) {
     EXPECT_NEAR(s.router_seconds, 0.0004, 1e-9);
     EXPECT_NEAR(s.schedule_seconds, 0.0004, 1e-9);
     EXPECT_NEAR(s.overhead_seconds, 0.0004 + 0.0002, 1e-9);
+  }
+}
+
+// The router's work after a step's wall time (here the policy observing it, 0.3 ms) counts
+// in the next step's overhead when the two run back to back, and an idle wait between two
+// requests does not.
+TEST(RouterCoreTest, OverheadCountsTheRoutersWorkBetweenBackToBackSteps) {
+  SlowPolicyRouter router(/*plan_seconds=*/0.0, /*observe_seconds=*/0.0003);
+  ASSERT_TRUE(router.core->Init().ok());
+  const size_t first_request_steps = router.RunRequest();
+  // Idle: runs without work, and a second of nothing before the next request.
+  EXPECT_FALSE(router.core->RunStep());
+  router.clock.Advance(1.0);
+  EXPECT_FALSE(router.core->RunStep());
+  const size_t second_request_steps = router.RunRequest();
+  const std::vector<StepStats>& steps = router.steps;
+  ASSERT_GT(second_request_steps - first_request_steps, 4u);
+  ASSERT_GT(steps.size() - second_request_steps, 4u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const StepStats& s = steps[i];
+    // A request's first step follows its prefill run, or an idle wait: nothing before it counts.
+    const bool first_of_request = i == first_request_steps || i == second_request_steps;
+    const double between = first_of_request ? 0.0 : 0.0003;
+    EXPECT_NEAR(s.between_steps_seconds, between, 1e-9) << "step " << i;
+    EXPECT_NEAR(s.router_seconds, between, 1e-9) << "step " << i;
+    EXPECT_NEAR(s.overhead_seconds, s.rpc_overhead_seconds + between, 1e-9) << "step " << i;
   }
 }
 
