@@ -80,12 +80,17 @@ rpc::StepHandler DrafterService::StepHandler() {
       [this](const v1::ProposeRequest* request, v1::ProposeResponse* response, std::function<void()>* after_sent) {
         return ProposeThenRecord(request, response, after_sent);
       });
-  return rpc::WithCompactMethod(
+  rpc::StepHandler propose = rpc::WithCompactMethod(
       rpc::StepMethod::kProposeCompact, std::move(with_protobuf), rpc::DecodeProposeItems,
       [this](const std::vector<spec::ProposeItem>& items, std::function<void()>* after_sent) {
         return ProposeItems(items, after_sent);
       },
       rpc::EncodeProposeResponse);
+  return rpc::WithUnaryMethod<v1::ReleaseRequest, v1::ReleaseResponse>(
+      rpc::StepMethod::kRelease, std::move(propose),
+      [this](const v1::ReleaseRequest* request, v1::ReleaseResponse* response, std::function<void()>*) {
+        return Release(nullptr, request, response);
+      });
 }
 
 grpc::Status DrafterService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,

@@ -31,9 +31,9 @@ class DrafterService final : public v1::Drafter::Service {
                        v1::ReleaseResponse* response) override;
   grpc::Status GetInfo(grpc::ServerContext* context, const v1::GetInfoRequest* request,
                        v1::WorkerInfo* response) override;
-  // Propose for the step socket (common/rpc/step_socket_server.h): the same method, another
-  // transport (its protobuf messages, or the compact encoding of common/rpc/step_codec.h),
-  // its metrics recorded after the answer is sent.
+  // Propose and Release for the step socket (common/rpc/step_socket_server.h): the same
+  // methods, another transport (Propose's protobuf messages or the compact encoding of
+  // common/rpc/step_codec.h, its metrics recorded after the answer is sent; Release's messages).
   rpc::StepHandler StepHandler();
 
  private:

@@ -387,6 +387,18 @@ void RouterCore::FlushEvents() {
 }
 
 void RouterCore::ReleaseAndReap() {
+  // The drafters' releases run on the side thread while this one makes the verifiers': the
+  // calls are independent round trips to different workers.
+  const bool verifiers_to_tell = std::any_of(verifier_releases_.begin(), verifier_releases_.end(),
+                                             [](const auto& entry) { return !entry.second.empty(); });
+  const bool drafters_to_tell = std::any_of(drafter_releases_.begin(), drafter_releases_.end(),
+                                            [](const auto& entry) { return !entry.second.empty(); });
+  const bool beside = verifiers_to_tell && drafters_to_tell;
+  if (beside) {
+    side_thread_.Start([this] { ReleaseDrafterSessions(); });
+  } else if (drafters_to_tell) {
+    ReleaseDrafterSessions();
+  }
   for (auto& [replica, ids] : verifier_releases_) {
     if (ids.empty()) continue;
     VerifierReplica& v = replicas_.at(replica);
@@ -398,12 +410,7 @@ void RouterCore::ReleaseAndReap() {
     }
     ids.clear();
   }
-  for (auto& [pool, ids] : drafter_releases_) {
-    if (ids.empty()) continue;
-    auto it = drafters_.find(pool);
-    if (it != drafters_.end() && it->second != nullptr) (void)it->second->Release(ids);
-    ids.clear();
-  }
+  if (beside) side_thread_.Wait();
   int32_t removed = 0;
   std::vector<RequestId> gone;
   for (auto& r : running_) {
@@ -420,6 +427,15 @@ void RouterCore::ReleaseAndReap() {
   reserved_blocks_ = replicas_.ReservedBlocks();
   running_count_ -= removed;
   for (RequestId id : gone) live_.erase(id);
+}
+
+void RouterCore::ReleaseDrafterSessions() {
+  for (auto& [pool, ids] : drafter_releases_) {
+    if (ids.empty()) continue;
+    auto it = drafters_.find(pool);
+    if (it != drafters_.end() && it->second != nullptr) (void)it->second->Release(ids);
+    ids.clear();
+  }
 }
 
 void RouterCore::AbortAll(const absl::Status& status) {

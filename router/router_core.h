@@ -385,7 +385,10 @@ class RouterCore {
   void EmitStepTokens(Active& r, StreamEvent& event);
   // Delivers the deferred events in the order they were made.
   void FlushEvents();
+  // Tells the workers the sessions of finished requests are gone (the verifiers on this thread,
+  // the drafters on the side thread meanwhile), then drops those requests.
   void ReleaseAndReap();
+  void ReleaseDrafterSessions();  // the drafters' share of ReleaseAndReap
   void UpdateSnapshot(const StepStats* stats);
 
   const RouterOptions options_;

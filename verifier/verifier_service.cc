@@ -110,12 +110,17 @@ rpc::StepHandler VerifierService::StepHandler() {
       [this](const v1::VerifyRequest* request, v1::VerifyResponse* response, std::function<void()>* after_sent) {
         return VerifyThenRecord(request, response, after_sent);
       });
-  return rpc::WithCompactMethod(
+  rpc::StepHandler verify = rpc::WithCompactMethod(
       rpc::StepMethod::kVerifyCompact, std::move(with_protobuf), rpc::DecodeVerifyItems,
       [this](const std::vector<spec::VerifyItem>& items, std::function<void()>* after_sent) {
         return VerifyItems(items, after_sent);
       },
       rpc::EncodeVerifyResponse);
+  return rpc::WithUnaryMethod<v1::ReleaseRequest, v1::ReleaseResponse>(
+      rpc::StepMethod::kRelease, std::move(verify),
+      [this](const v1::ReleaseRequest* request, v1::ReleaseResponse* response, std::function<void()>*) {
+        return Release(nullptr, request, response);
+      });
 }
 
 grpc::Status VerifierService::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,

@@ -55,6 +55,17 @@ StepHandler WithCompactMethod(StepMethod compact, StepHandler with_protobuf, Dec
   };
 }
 
+// `others` with one more protobuf method served beside it: `served` goes to `call` (as in
+// UnaryStepHandler), every other method to `others`.
+template <typename Request, typename Response, typename Call>
+StepHandler WithUnaryMethod(StepMethod served, StepHandler others, Call call) {
+  return [served, others = std::move(others), one = UnaryStepHandler<Request, Response>(served, std::move(call))](
+             StepMethod method, const std::string& bytes,
+             std::function<void()>* after_sent) -> absl::StatusOr<std::string> {
+    return method == served ? one(method, bytes, after_sent) : others(method, bytes, after_sent);
+  };
+}
+
 }  // namespace splitspec::rpc
 
 #endif  // SPLITSPEC_COMMON_RPC_STEP_HANDLER_H_

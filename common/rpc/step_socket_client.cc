@@ -48,6 +48,16 @@ void StepSocketClient::CloseLocked() {
   fd_ = -1;
 }
 
+AnswerSpin& StepSocketClient::SpinFor(StepMethod method) {
+  switch (method) {
+    case StepMethod::kVerify:
+    case StepMethod::kVerifyCompact: return verify_spin_;
+    case StepMethod::kPropose:
+    case StepMethod::kProposeCompact: return propose_spin_;
+    default: return other_spin_;
+  }
+}
+
 absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std::string& request,
                                                    absl::Duration timeout, bool* sent,
                                                    const std::function<void()>& after_send) {
@@ -74,8 +84,7 @@ absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std:
   }
   const absl::Time written = absl::Now();
   if (after_send) after_send();
-  const bool verify = method == StepMethod::kVerify || method == StepMethod::kVerifyCompact;
-  AnswerSpin& spin = verify ? verify_spin_ : propose_spin_;
+  AnswerSpin& spin = SpinFor(method);
   uint32_t code = 0;
   std::string payload;
   const SpinWindow window = spin.Window(written);

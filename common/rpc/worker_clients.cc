@@ -67,6 +67,20 @@ std::optional<absl::StatusOr<Answer>> CallCompact(StepSocketClient* step, StepMe
   return answer;
 }
 
+// Release over a step socket: nullopt when it must go over gRPC (no socket, the request did not
+// reach it, or a worker that does not serve it there: UNIMPLEMENTED, remembered in `*refused`).
+std::optional<absl::Status> ReleaseOnStepSocket(StepSocketClient* step, const v1::ReleaseRequest& request,
+                                                absl::Duration timeout, std::atomic<bool>* refused) {
+  if (refused->load()) return std::nullopt;
+  auto answer = CallStepSocket<v1::ReleaseResponse>(step, StepMethod::kRelease, request, timeout);
+  if (!answer) return std::nullopt;
+  if (absl::IsUnimplemented(answer->status())) {
+    refused->store(true);
+    return std::nullopt;
+  }
+  return answer->status();
+}
+
 }  // namespace
 
 // Set by UseClientTls; null = plaintext.
@@ -158,6 +172,7 @@ absl::StatusOr<spec::VerifyResponse> VerifierClient::Verify(const std::vector<sp
 absl::Status VerifierClient::Release(const std::vector<spec::RequestId>& ids) {
   v1::ReleaseRequest request;
   request.mutable_request_ids()->Add(ids.begin(), ids.end());
+  if (auto released = ReleaseOnStepSocket(step_.get(), request, timeout(), &release_refused_)) return *released;
   v1::ReleaseResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, timeout());
@@ -212,6 +227,7 @@ absl::StatusOr<spec::ProposeResponse> DrafterClient::Propose(const std::vector<s
 absl::Status DrafterClient::Release(const std::vector<spec::RequestId>& ids) {
   v1::ReleaseRequest request;
   request.mutable_request_ids()->Add(ids.begin(), ids.end());
+  if (auto released = ReleaseOnStepSocket(step_.get(), request, timeout(), &release_refused_)) return *released;
   v1::ReleaseResponse response;
   grpc::ClientContext context;
   SetDeadline(&context, timeout());

@@ -45,6 +45,7 @@ class VerifierClient {
   // request is sent and before the answer is read, over gRPC before the call.
   absl::StatusOr<spec::VerifyResponse> Verify(const std::vector<spec::VerifyItem>& items,
                                               const std::function<void()>& while_waiting = nullptr);
+  // Over the step socket where there is one (and the worker serves it there), else gRPC.
   absl::Status Release(const std::vector<spec::RequestId>& ids);
   absl::StatusOr<spec::WorkerInfo> GetInfo();
   // The model directory the verifier loaded (for the router's tokenizer).
@@ -71,6 +72,8 @@ class VerifierClient {
   std::unique_ptr<StepSocketClient> step_;
   // Set once the step socket answered the compact Verify with UNIMPLEMENTED (an older worker).
   std::atomic<bool> compact_refused_{false};
+  // Set once the step socket answered Release with UNIMPLEMENTED.
+  std::atomic<bool> release_refused_{false};
 };
 
 class DrafterClient {
@@ -78,6 +81,7 @@ class DrafterClient {
   explicit DrafterClient(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout = absl::Seconds(60));
 
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items);
+  // Over the step socket where there is one (and the worker serves it there), else gRPC.
   absl::Status Release(const std::vector<spec::RequestId>& ids);
   absl::StatusOr<spec::WorkerInfo> GetInfo();
   void set_timeout(absl::Duration timeout) { timeout_us_.store(absl::ToInt64Microseconds(timeout)); }
@@ -95,6 +99,8 @@ class DrafterClient {
   std::unique_ptr<StepSocketClient> step_;
   // Set once the step socket answered the compact Propose with UNIMPLEMENTED (an older worker).
   std::atomic<bool> compact_refused_{false};
+  // Set once the step socket answered Release with UNIMPLEMENTED.
+  std::atomic<bool> release_refused_{false};
 };
 
 // grpc.health.v1 Check of `service` ("" = the whole server): OK when SERVING, UNAVAILABLE

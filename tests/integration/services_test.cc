@@ -195,6 +195,8 @@ TEST_F(ServicesTest, ServicesOverUnixSocketsGiveTheSameOutput) {
   ASSERT_EQ(stat(verifier_step.c_str(), &st), 0) << "the verifier serves Verify on its step socket";
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   ASSERT_EQ(stat(drafter_step.c_str(), &st), 0) << "the drafter serves Propose on its step socket";
+  rpc::VerifierClient verifier_client(rpc::MakeChannel(verifier_socket));
+  rpc::DrafterClient drafter_client(rpc::MakeChannel(drafter_socket));
   // Step sockets with the router polling around each answer (the default), sleeping until it,
   // and not at all; their frames through shared memory (the default) and on the socket.
   for (const auto& [step_sockets, spin_us, memory] : std::vector<std::tuple<std::string, std::string, std::string>>{
@@ -211,6 +213,10 @@ TEST_F(ServicesTest, ServicesOverUnixSocketsGiveTheSameOutput) {
     EXPECT_EQ(out.tokens, Reference(kVaried, kMaxTokens)) << label;
     EXPECT_GT(out.final.usage().drafted_tokens(), 0);
     EXPECT_EQ(router->Stop(), 0);
+    // The router released the finished request's sessions before it went idle (on the step
+    // sockets where they are on).
+    EXPECT_EQ(verifier_client.GetInfo()->live_sessions, 0) << label;
+    EXPECT_EQ(drafter_client.GetInfo()->live_sessions, 0) << label;
   }
   EXPECT_EQ(drafter->Stop(), 0);
   EXPECT_EQ(verifier->Stop(), 0);

@@ -13,11 +13,13 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/rpc/step_handler.h"
 #include "common/rpc/step_socket_client.h"
 #include "common/rpc/step_socket_server.h"
@@ -338,7 +340,11 @@ TEST(UnaryStepHandlerTest, ParsesCallsAndSerialisesLikeTheGrpcMethod) {
 // services' handlers answer. Counts the calls by method.
 struct FakeWorker {
   bool compact = true;
+  bool serves_release = true;
   std::atomic<int> proto_verifies{0}, compact_verifies{0}, compact_refusals{0}, proto_proposes{0}, compact_proposes{0};
+  std::atomic<int> release_refusals{0};
+  std::mutex mu;
+  std::vector<spec::RequestId> released;  // guarded by mu
 
   absl::StatusOr<std::string> Handle(StepMethod method, const std::string& bytes) {
     switch (method) {
@@ -403,6 +409,19 @@ struct FakeWorker {
         }
         return response.SerializeAsString();
       }
+      case StepMethod::kRelease: {
+        if (!serves_release) {
+          ++release_refusals;
+          return absl::UnimplementedError("step socket method 6 is not served here");
+        }
+        v1::ReleaseRequest request;
+        if (!request.ParseFromString(bytes)) return absl::InvalidArgumentError("bad request");
+        std::lock_guard<std::mutex> lock(mu);
+        released.insert(released.end(), request.request_ids().begin(), request.request_ids().end());
+        v1::ReleaseResponse response;
+        response.set_released(request.request_ids_size());
+        return response.SerializeAsString();
+      }
       default:
         break;
     }
@@ -423,17 +442,26 @@ spec::VerifyItem ItemWithChain(spec::RequestId id) {
   return item;
 }
 
+// A FakeWorker serving a step socket beside a gRPC address where no server listens, so that an
+// answer proves a call took the socket.
+class WorkerClientStepSocketTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server = worker.Serve(path);
+    ASSERT_TRUE(server.ok()) << server.status();
+  }
+
+  ScopedTempDir dir{"step_socket_"};
+  const std::string grpc_address = "unix://" + dir.path() + "/nobody.sock";
+  const std::string path = StepSocketPath(grpc_address);
+  FakeWorker worker;
+  absl::StatusOr<std::unique_ptr<StepSocketServer>> server;
+};
+
 // The worker clients: Verify and Propose take the step socket when one is set and reachable
 // (here the gRPC channel leads nowhere, so an answer proves it), and gRPC otherwise. Verify goes
 // in the compact encoding.
-TEST(WorkerClientStepSocketTest, VerifyAndProposeUseTheSocketAndFallBackToGrpcWithoutIt) {
-  ScopedTempDir dir("step_socket_");
-  const std::string grpc_address = "unix://" + dir.path() + "/nobody.sock";  // no gRPC server
-  const std::string path = StepSocketPath(grpc_address);
-  FakeWorker worker;
-  auto server = worker.Serve(path);
-  ASSERT_TRUE(server.ok()) << server.status();
-
+TEST_F(WorkerClientStepSocketTest, VerifyAndProposeUseTheSocketAndFallBackToGrpcWithoutIt) {
   VerifierClient verifier(MakeChannel(grpc_address), absl::Seconds(2));
   verifier.UseStepSocket(path);
   absl::StatusOr<spec::VerifyResponse> verified = verifier.Verify({ItemWithChain(7)});
@@ -471,15 +499,8 @@ TEST(WorkerClientStepSocketTest, VerifyAndProposeUseTheSocketAndFallBackToGrpcWi
 // A worker that predates the compact encoding answers it UNIMPLEMENTED: that call is sent again
 // in protobuf on the same socket (the work beside a Verify runs once), and later calls go in
 // protobuf at once.
-TEST(WorkerClientStepSocketTest, VerifyFallsBackToProtobufForAWorkerWithoutTheCompactEncoding) {
-  ScopedTempDir dir("step_socket_");
-  const std::string grpc_address = "unix://" + dir.path() + "/nobody.sock";  // no gRPC server
-  const std::string path = StepSocketPath(grpc_address);
-  FakeWorker worker;
+TEST_F(WorkerClientStepSocketTest, VerifyFallsBackToProtobufForAWorkerWithoutTheCompactEncoding) {
   worker.compact = false;
-  auto server = worker.Serve(path);
-  ASSERT_TRUE(server.ok()) << server.status();
-
   VerifierClient verifier(MakeChannel(grpc_address), absl::Seconds(2));
   verifier.UseStepSocket(path);
   for (int call = 0; call < 2; ++call) {
@@ -508,6 +529,58 @@ TEST(WorkerClientStepSocketTest, VerifyFallsBackToProtobufForAWorkerWithoutTheCo
   EXPECT_EQ(worker.proto_proposes.load(), 2);
   EXPECT_EQ(worker.compact_refusals.load(), 2);  // once more, for Propose
   EXPECT_EQ(worker.compact_proposes.load(), 0);
+}
+
+// Release goes on the step socket too (the gRPC channel leads nowhere, so success proves it);
+// a worker that does not serve it there answers UNIMPLEMENTED once, and that client's releases
+// then go to gRPC.
+TEST_F(WorkerClientStepSocketTest, ReleaseUsesTheSocketAndFallsBackToGrpcForAWorkerWithoutIt) {
+  VerifierClient verifier(MakeChannel(grpc_address), absl::Seconds(2));
+  verifier.UseStepSocket(path);
+  DrafterClient drafter(MakeChannel(grpc_address), absl::Seconds(2));
+  drafter.UseStepSocket(path);
+  EXPECT_TRUE(verifier.Release({3, 4}).ok());
+  EXPECT_TRUE(drafter.Release({5}).ok());
+  {
+    std::lock_guard<std::mutex> lock(worker.mu);
+    EXPECT_EQ(worker.released, (std::vector<spec::RequestId>{3, 4, 5}));
+  }
+
+  worker.serves_release = false;
+  for (int call = 0; call < 2; ++call) {
+    const absl::Status over_grpc = verifier.Release({6});
+    EXPECT_TRUE(absl::IsUnavailable(over_grpc) || absl::IsDeadlineExceeded(over_grpc)) << over_grpc;
+  }
+  EXPECT_EQ(worker.release_refusals.load(), 1);  // asked once only
+  std::lock_guard<std::mutex> lock(worker.mu);
+  EXPECT_EQ(worker.released.size(), 3u);
+  (*server)->Stop();
+}
+
+TEST(WithUnaryMethodTest, ServesItsMethodAndPassesTheOthersOn) {
+  using grpc::health::v1::HealthCheckRequest;
+  using grpc::health::v1::HealthCheckResponse;
+  StepHandler others = [](StepMethod method, const std::string& bytes, std::function<void()>*) {
+    return absl::StatusOr<std::string>(absl::StrCat("others:", static_cast<uint32_t>(method), ":", bytes));
+  };
+  StepHandler handler = WithUnaryMethod<HealthCheckRequest, HealthCheckResponse>(
+      StepMethod::kRelease, others, [](const HealthCheckRequest* request, HealthCheckResponse* response, auto*) {
+        response->set_status(request->service() == "up" ? HealthCheckResponse::SERVING
+                                                        : HealthCheckResponse::NOT_SERVING);
+        return grpc::Status::OK;
+      });
+  HealthCheckRequest request;
+  request.set_service("up");
+  std::function<void()> after_sent;
+  absl::StatusOr<std::string> served = handler(StepMethod::kRelease, request.SerializeAsString(), &after_sent);
+  ASSERT_TRUE(served.ok()) << served.status();
+  HealthCheckResponse response;
+  ASSERT_TRUE(response.ParseFromString(*served));
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+  absl::StatusOr<std::string> passed = handler(StepMethod::kVerify, "x", &after_sent);
+  ASSERT_TRUE(passed.ok()) << passed.status();
+  EXPECT_EQ(*passed, "others:1:x");
+  EXPECT_TRUE(absl::IsInvalidArgument(handler(StepMethod::kRelease, std::string("\xff\xff\xff", 3), &after_sent).status()));
 }
 
 }  // namespace
