@@ -14,12 +14,15 @@
 #include "drafter/draft_model_proposer.h"
 #include "drafter/drafter_core.h"
 #include "drafter/ngram_proposer.h"
+#include "tests/unit/drafter/propose_items.h"
 #include "tests/unit/verifier/test_models.h"
 
 namespace splitspec::drafter {
 namespace {
 
 using splitspec::testing::GetTestModels;
+using testing::Concat;
+using testing::Item;
 
 constexpr int32_t kDepth = 3;
 
@@ -34,20 +37,6 @@ std::unique_ptr<DrafterCore> MakeCore() {
   DrafterOptions core_options;
   core_options.max_draft_tokens = 8;
   return std::make_unique<DrafterCore>(std::move(*proposer), core_options);
-}
-
-spec::ProposeItem Item(spec::RequestId id, int32_t known, std::vector<int32_t> new_tokens, int32_t depth) {
-  spec::ProposeItem item;
-  item.id = id;
-  item.known_length = known;
-  item.new_tokens = std::move(new_tokens);
-  item.shape.depth = depth;
-  return item;
-}
-
-std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
 }
 
 const std::vector<int32_t> kPrompt = {1, 17, 42, 99, 5, 300, 12, 7, 64};

@@ -10,12 +10,15 @@
 
 #include "drafter/draft_model_proposer.h"
 #include "drafter/ngram_proposer.h"
+#include "tests/unit/drafter/propose_items.h"
 #include "tests/unit/verifier/test_models.h"
 
 namespace splitspec::drafter {
 namespace {
 
 using splitspec::testing::GetTestModels;
+using testing::Concat;
+using testing::Item;
 using splitspec::testing::GreedyReference;
 
 constexpr int32_t kMaxDraft = 6;
@@ -37,20 +40,6 @@ Fixture MakeDraftModelCore(DrafterOptions core_options = {}) {
   core_options.max_draft_tokens = kMaxDraft;
   f.core = std::make_unique<DrafterCore>(std::move(*proposer), core_options);
   return f;
-}
-
-spec::ProposeItem Item(spec::RequestId id, int32_t known, std::vector<int32_t> new_tokens, int32_t k) {
-  spec::ProposeItem item;
-  item.id = id;
-  item.known_length = known;
-  item.new_tokens = std::move(new_tokens);
-  item.shape.depth = k;
-  return item;
-}
-
-std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
 }
 
 // What the draft model should propose after `history`: its own greedy continuation.
