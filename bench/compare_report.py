@@ -23,7 +23,8 @@ Reads OUT_DIR/settings.json and OUT_DIR/pass<N>/<policy>-<rate>.json (`splitspec
   5. when the routers' metrics were kept (<policy>-<rate>.metrics.txt): where a decode step's
      time outside the workers' compute went, as means over the cell's steps from the router's
      stage histogram (splitspec_step_stage_duration_seconds): scheduling, the router's own work
-     between its calls, and the calls' time beyond the compute the workers reported.
+     between its calls and since the previous step, and the calls' time beyond the compute the
+     workers reported.
 Percentiles interpolate linearly between order statistics, as `splitspec bench` does.
 """
 
@@ -243,7 +244,8 @@ def main(out):
                                                    percentile(ordered, 0.5)))
 
     if any(c is not None and c.overhead_p50 for c in cells.values()):
-        print("\nStep overhead (wall time minus the compute the step waited for: its serial drafts, then the "
+        print("\nStep overhead (wall time, with the router's time since the previous step when the two ran "
+              "back to back, minus the compute the step waited for: its serial drafts, then the "
               "slower of the verify call and the drafts made ahead beside it; per pass: p50 / p99 us) and "
               "draft-ahead (share of drafts made ahead that were used; share of draft compute hidden "
               "behind verification).\n")
@@ -266,7 +268,8 @@ def main(out):
     if any(c is not None and all(k in c.stage_mean_us for k in stages) for c in cells.values()):
         print("\nA decode step's time outside the workers' compute, means over the cell's steps (us), from the "
               "router's stage histogram: scheduling (admission, pool choice, policy), the router's own work "
-              "between its calls, and its calls' time beyond the compute the workers reported.\n")
+              "between its calls and since the previous step, and its calls' time beyond the compute the "
+              "workers reported.\n")
         print("| level | policy | scheduling | router | calls beyond compute | draft compute | verify compute |")
         print("|---|---|---|---|---|---|---|")
         for r in rates:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tokens/s and mean accept length of each speculation policy on the real services, for a
 # draft-model workload and an n-gram (repetitive text) workload, with the router's per-step
-# overhead (step wall time minus the larger of drafter and verifier compute) at p50 / p99.
+# overhead (step wall time, with the router's time since the previous step, minus the compute
+# the step waited for) at p50 / p99.
 # Starts the verifier and both drafters once, then one router per policy (drafting serially,
 # --pipeline off), all on loopback.
 #
