@@ -113,9 +113,9 @@ struct StepStats {
 
 // A decode step's orchestration overhead: its wall time (with the router's time since the
 // previous step ended, when the two ran back to back: StepStats::between_steps_seconds) less
-// the compute it had to wait for. The serial Propose calls come first (pools in parallel, so the slowest counts), then the
-// verify call, beside which the drafts for the next step are made ahead (RouterOptions::
-// pipeline); the step waits for both. What is left is RPC transport, scheduling and
+// the compute it had to wait for. The serial Propose calls come first (pools in parallel, so
+// the slowest counts), then the verify call, beside which the drafts for the next step are made
+// ahead (RouterOptions::pipeline); the step waits for both. What is left is RPC transport, scheduling and
 // bookkeeping. In a serial speculative step the drafter's compute is not overhead, and in a
 // pipelined one a draft made ahead that outlasts the verify call is not either: the share of
 // draft time hidden (ServerInfo::hidden_draft_seconds_total over draft_seconds_total) tells how

@@ -44,12 +44,13 @@ std::optional<absl::StatusOr<Response>> CallStepSocket(StepSocketClient* step, S
   return response;
 }
 
-// One call over a step socket in the compact encoding (step_codec.h): the decoded answer, or
-// nullopt when the call must go another way: no socket, the request did not reach it, or a
-// worker that predates the encoding (it answers UNIMPLEMENTED, remembered in `*refused`, and
-// the caller sends the same call in protobuf). `encode` runs only when the socket is tried.
+// One call over a step socket in a form a worker may not serve (the compact encoding of
+// step_codec.h, or a method it predates): the decoded answer, or nullopt when the call must go
+// another way: no socket, the request did not reach it, or a worker that does not serve it (it
+// answers UNIMPLEMENTED, remembered in `*refused`, and the caller sends the same call in
+// protobuf, or over gRPC). `encode` runs only when the socket is tried.
 template <typename Answer, typename Encode, typename Decode>
-std::optional<absl::StatusOr<Answer>> CallCompact(StepSocketClient* step, StepMethod method, const Encode& encode,
+std::optional<absl::StatusOr<Answer>> CallIfServed(StepSocketClient* step, StepMethod method, const Encode& encode,
                                                   const Decode& decode, absl::Duration timeout,
                                                   std::atomic<bool>* refused,
                                                   const std::function<void()>& after_send = nullptr) {
@@ -67,18 +68,19 @@ std::optional<absl::StatusOr<Answer>> CallCompact(StepSocketClient* step, StepMe
   return answer;
 }
 
-// Release over a step socket: nullopt when it must go over gRPC (no socket, the request did not
-// reach it, or a worker that does not serve it there: UNIMPLEMENTED, remembered in `*refused`).
+// Release over a step socket (CallIfServed, the gRPC method's messages): its status, or nullopt
+// when it must go over gRPC.
 std::optional<absl::Status> ReleaseOnStepSocket(StepSocketClient* step, const v1::ReleaseRequest& request,
                                                 absl::Duration timeout, std::atomic<bool>* refused) {
-  if (refused->load()) return std::nullopt;
-  auto answer = CallStepSocket<v1::ReleaseResponse>(step, StepMethod::kRelease, request, timeout);
-  if (!answer) return std::nullopt;
-  if (absl::IsUnimplemented(answer->status())) {
-    refused->store(true);
-    return std::nullopt;
-  }
-  return answer->status();
+  auto parse = [](const std::string& bytes) -> absl::StatusOr<v1::ReleaseResponse> {
+    v1::ReleaseResponse response;
+    if (!response.ParseFromString(bytes)) return absl::InvalidArgumentError("a Release answer that does not parse");
+    return response;
+  };
+  auto released = CallIfServed<v1::ReleaseResponse>(
+      step, StepMethod::kRelease, [&request] { return request.SerializeAsString(); }, parse, timeout, refused);
+  if (!released) return std::nullopt;
+  return released->status();
 }
 
 }  // namespace
@@ -147,7 +149,7 @@ absl::StatusOr<spec::VerifyResponse> VerifierClient::Verify(const std::vector<sp
     ran = true;
     while_waiting();
   };
-  if (auto answer = CallCompact<spec::VerifyResponse>(
+  if (auto answer = CallIfServed<spec::VerifyResponse>(
           step_.get(), StepMethod::kVerifyCompact, [&items] { return EncodeVerifyItems(items); },
           DecodeVerifyResponse, timeout(), &compact_refused_, run_once)) {
     run_once();
@@ -205,7 +207,7 @@ DrafterClient::DrafterClient(std::shared_ptr<grpc::Channel> channel, absl::Durat
       timeout_us_(absl::ToInt64Microseconds(timeout)) {}
 
 absl::StatusOr<spec::ProposeResponse> DrafterClient::Propose(const std::vector<spec::ProposeItem>& items) {
-  if (auto answer = CallCompact<spec::ProposeResponse>(
+  if (auto answer = CallIfServed<spec::ProposeResponse>(
           step_.get(), StepMethod::kProposeCompact, [&items] { return EncodeProposeItems(items); },
           DecodeProposeResponse, timeout(), &compact_refused_)) {
     return *std::move(answer);
