@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -90,11 +91,10 @@ namespace {
 
 bool WantsTree(const ProposeTask& task) { return task.shape.branching > 1; }
 
-// A greedy chain drafted after a hypothesis and, beside it, after other outcomes of the same
-// verify step (DraftAfterOutcomes).
+// A chain drafted after a hypothesis and, beside it, after other outcomes of the same verify
+// step (DraftAfterOutcomes).
 bool WantsAlternatives(const ProposeTask& task) {
-  return task.assumed > 0 && task.alternatives > 0 && task.alternatives_out != nullptr && !WantsTree(task) &&
-         task.sampling.greedy();
+  return task.assumed > 0 && task.alternatives > 0 && task.alternatives_out != nullptr && !WantsTree(task);
 }
 
 // The best token of `logits` other than `excluded` (the lowest id among equals).
@@ -243,7 +243,7 @@ absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(abs
     const absl::Span<const float> logits(forward.Row(static_cast<int64_t>(a)), model_->config().vocab_size);
     if (!WantsTree(task)) {
       chains.push_back(i);
-      AppendDraftToken(task, state, logits.data(), &proposals[i]);
+      AppendDraftToken(task, state.kv_tokens.size(), logits.data(), &proposals[i]);
       continue;
     }
     GrowingTree tree{i, TreeGrowth(GrowthOptions(task, depth[i])), {}};
@@ -292,7 +292,7 @@ absl::StatusOr<std::vector<spec::DraftProposal>> DraftModelProposer::Propose(abs
     for (size_t i : growing_chains) {
       RequestState& state = states_[tasks[i].id];
       state.kv_tokens.push_back(proposals[i].tokens.back());
-      AppendDraftToken(tasks[i], state, forward.Row(row++), &proposals[i]);
+      AppendDraftToken(tasks[i], state.kv_tokens.size(), forward.Row(row++), &proposals[i]);
     }
     for (GrowingTree* tree : growing_trees) {
       const ProposeTask& task = tasks[tree->task];
@@ -321,22 +321,35 @@ struct OutcomeBranch {
   std::vector<int32_t> assumed;  // an alternative's tokens in place of the hypothesis
   int32_t next_token = 0;        // the token to feed next
   int32_t parent_column = 0;     // the KV tree column it hangs from
-  std::vector<int32_t> drafted;
+  size_t next_position = 0;      // the request's sequence position of the token drafted next
+  spec::DraftProposal drafted;   // a chain; a sampled request's q rows with it
 };
 
+// The rows outcomes are ranked by, one per position of a hypothesis (see RankOutcomes): a
+// greedy request's logits, whose softmax at temperature 1 ranks its draft's choices; a sampled
+// request's log q, the distribution its draft tokens are drawn from (-inf outside its top-k or
+// top-p), which the verifier's draw at a rejection follows where the two models agree.
+std::vector<float> RankingRow(const ProposeTask& task, absl::Span<const float> logits) {
+  if (task.sampling.greedy()) return std::vector<float>(logits.begin(), logits.end());
+  std::vector<float> row = engine::ComputeProbabilities(logits, task.sampling);
+  for (float& p : row) p = p > 0 ? std::log(p) : -std::numeric_limits<float>::infinity();
+  return row;
+}
+
 // Where a task's alternatives branch off its hypothesis H (n tokens): at position j, H's first j
-// tokens and then the best other token than H[j]. `rows[j]` is the draft's logits for position
-// j (row 0 after the pending token, row j after H[j - 1]). Ranked by the draft's own chance of
-// that outcome: its probabilities of H[0..j) times that of the other token; the first
-// `wanted` (ties to the shorter prefix).
-std::vector<std::pair<int32_t, int32_t>> RankOutcomes(const std::vector<absl::Span<const float>>& rows,
+// tokens and then the best other token than H[j]. `rows[j]` ranks the draft's choices for
+// position j (RankingRow; row 0 after the pending token, row j after H[j - 1]). Ranked by the
+// draft's own chance of that outcome: its probabilities of H[0..j) times that of the other
+// token; the first `wanted` (ties to the shorter prefix), none the draft gives no chance.
+std::vector<std::pair<int32_t, int32_t>> RankOutcomes(const std::vector<std::vector<float>>& rows,
                                                       absl::Span<const int32_t> hypothesis, int32_t wanted) {
   std::vector<std::pair<double, std::pair<int32_t, int32_t>>> ranked;  // (-log chance, (j, token))
   double prefix = 0;  // log chance of H[0..j)
   for (int32_t j = 0; j < static_cast<int32_t>(hypothesis.size()); ++j) {
     const double normalizer = LogNormalizer(rows[j]);  // once a row: a pass of exps over the vocabulary
+    if (!std::isfinite(normalizer)) break;             // a row without mass: no outcome from here on
     const int32_t other = BestOtherThan(rows[j], hypothesis[j]);
-    if (other >= 0) ranked.push_back({-(prefix + rows[j][other] - normalizer), {j, other}});
+    if (other >= 0 && std::isfinite(rows[j][other])) ranked.push_back({-(prefix + rows[j][other] - normalizer), {j, other}});
     prefix += rows[j][hypothesis[j]] - normalizer;
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -345,13 +358,6 @@ std::vector<std::pair<int32_t, int32_t>> RankOutcomes(const std::vector<absl::Sp
     chosen.push_back(ranked[r].second);
   }
   return chosen;
-}
-
-spec::DraftProposal AsChain(const std::vector<int32_t>& tokens) {
-  spec::DraftProposal chain;
-  chain.tokens = tokens;
-  for (size_t i = 0; i < tokens.size(); ++i) chain.parents.push_back(static_cast<int32_t>(i) - 1);
-  return chain;
 }
 
 }  // namespace
@@ -389,6 +395,8 @@ absl::Status DraftModelProposer::DraftAfterOutcomes(absl::Span<const ProposeTask
 
   // The branches: the hypothesis continues after its last token; each alternative feeds its
   // other token first, as a child of the hypothesis token before it (or of the pending token).
+  // A branch's draft tokens sit at the positions a Propose after that outcome would draft them
+  // at, so a sampled request draws the same tokens either way (ChainDrawRng).
   std::vector<OutcomeBranch> branches;
   int64_t row = 0;
   for (size_t a = 0; a < which.size(); ++a) {
@@ -396,18 +404,24 @@ absl::Status DraftModelProposer::DraftAfterOutcomes(absl::Span<const ProposeTask
     RequestState& state = states_[task.id];
     state.tree_tokens = steps[a].tokens;
     state.tree_parents = steps[a].parents;
-    const absl::Span<const int32_t> hypothesis(task.history->data() + task.history->size() - task.assumed,
-                                               static_cast<size_t>(task.assumed));
-    std::vector<absl::Span<const float>> rows;
-    for (int32_t j = 0; j <= task.assumed; ++j) rows.push_back(absl::MakeConstSpan(forward.Row(row++), vocab));
+    const size_t committed = task.history->size() - static_cast<size_t>(task.assumed);
+    const absl::Span<const int32_t> hypothesis(task.history->data() + committed, static_cast<size_t>(task.assumed));
+    std::vector<std::vector<float>> rows;
+    for (int32_t j = 0; j <= task.assumed; ++j) {
+      rows.push_back(RankingRow(task, absl::MakeConstSpan(forward.Row(row + j), vocab)));
+    }
+    const float* last_logits = forward.Row(row + task.assumed);
+    row += task.assumed + 1;
     const int32_t last_column = static_cast<int32_t>(state.tree_tokens.size()) - 1;
-    OutcomeBranch main{which[a], -1, {}, engine::Argmax(rows.back()), last_column, {}};
-    main.drafted.push_back(main.next_token);
+    OutcomeBranch main{which[a], -1, {}, 0, last_column, task.history->size(), {}};
+    AppendDraftToken(task, main.next_position++, last_logits, &main.drafted);
+    main.next_token = main.drafted.tokens.back();
     branches.push_back(std::move(main));
     const std::vector<std::pair<int32_t, int32_t>> outcomes = RankOutcomes(rows, hypothesis, task.alternatives);
     for (size_t o = 0; o < outcomes.size(); ++o) {
       const auto [j, other] = outcomes[o];
-      OutcomeBranch alternative{which[a], static_cast<int32_t>(o), {}, other, catch_up[a] - 1 + j, {}};
+      OutcomeBranch alternative{which[a],    static_cast<int32_t>(o), {}, other, catch_up[a] - 1 + j,
+                                committed + static_cast<size_t>(j) + 1, {}};
       alternative.assumed.assign(hypothesis.begin(), hypothesis.begin() + j);
       alternative.assumed.push_back(other);
       branches.push_back(std::move(alternative));
@@ -418,7 +432,9 @@ absl::Status DraftModelProposer::DraftAfterOutcomes(absl::Span<const ProposeTask
   for (;;) {
     std::map<size_t, std::vector<OutcomeBranch*>> feeding;  // by task, in task order
     for (OutcomeBranch& branch : branches) {
-      if (static_cast<int32_t>(branch.drafted.size()) < depth[branch.task]) feeding[branch.task].push_back(&branch);
+      if (static_cast<int32_t>(branch.drafted.tokens.size()) < depth[branch.task]) {
+        feeding[branch.task].push_back(&branch);
+      }
     }
     if (feeding.empty()) break;
     steps.clear();
@@ -444,23 +460,23 @@ absl::Status DraftModelProposer::DraftAfterOutcomes(absl::Span<const ProposeTask
         state.tree_tokens.push_back(branch->next_token);
         state.tree_parents.push_back(branch->parent_column);
         branch->parent_column = column;
-        branch->next_token = engine::Argmax(absl::MakeConstSpan(forward.Row(row++), vocab));
-        branch->drafted.push_back(branch->next_token);
+        AppendDraftToken(tasks[task], branch->next_position++, forward.Row(row++), &branch->drafted);
+        branch->next_token = branch->drafted.tokens.back();
       }
     }
   }
   for (OutcomeBranch& branch : branches) {
     const ProposeTask& task = tasks[branch.task];
     if (branch.alternative < 0) {
-      proposals[branch.task] = AsChain(branch.drafted);
-    } else if (!branch.drafted.empty()) {
-      task.alternatives_out->push_back({std::move(branch.assumed), AsChain(branch.drafted)});
+      proposals[branch.task] = std::move(branch.drafted);
+    } else if (!branch.drafted.tokens.empty()) {
+      task.alternatives_out->push_back({std::move(branch.assumed), std::move(branch.drafted)});
     }
   }
   return absl::OkStatus();
 }
 
-void DraftModelProposer::AppendDraftToken(const ProposeTask& task, RequestState& state, const float* logits,
+void DraftModelProposer::AppendDraftToken(const ProposeTask& task, size_t position, const float* logits,
                                           spec::DraftProposal* proposal) const {
   const int32_t vocab = model_->config().vocab_size;
   const absl::Span<const float> row = absl::MakeConstSpan(logits, vocab);
@@ -469,7 +485,7 @@ void DraftModelProposer::AppendDraftToken(const ProposeTask& task, RequestState&
     token = engine::Argmax(row);
   } else {
     std::vector<float> q = engine::ComputeProbabilities(row, task.sampling);
-    engine::Rng rng = ChainDrawRng(task.sampling.seed, state.kv_tokens.size());
+    engine::Rng rng = ChainDrawRng(task.sampling.seed, position);
     token = engine::SampleFromProbabilities(q, rng);
     if (token < 0) {
       // Only a row without finite logits has no mass: fall back to a one-hot q at the argmax

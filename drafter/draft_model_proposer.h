@@ -90,7 +90,7 @@ class DraftModelProposer : public Proposer {
   // token, which is fed again for its logits.
   absl::StatusOr<size_t> KeepCommittedPrefix(spec::RequestId id, absl::Span<const int32_t> history,
                                              RequestState& state);
-  // Greedy chains after a task's hypothesis and after its likeliest other outcomes
+  // Chains after a task's hypothesis and after its likeliest other outcomes
   // (ProposeTask::alternatives), for the tasks `which` (their depths in `depth`): the hypothesis
   // and the branches all sit in the draft KV as tree nodes after the committed history, so
   // whichever outcome the verifier takes, the next Propose keeps its path (CommitTreePath).
@@ -98,9 +98,10 @@ class DraftModelProposer : public Proposer {
   absl::Status DraftAfterOutcomes(absl::Span<const ProposeTask> tasks, const std::vector<size_t>& which,
                                   const std::vector<int32_t>& depth, std::vector<spec::DraftProposal>& proposals);
   engine::Rng& RngFor(const ProposeTask& task, RequestState& state) const;
-  // Appends the next draft token for `task` from `logits` (argmax, or a draw whose q row is
-  // appended to proposal->probs) as a child of the proposal's last node (-1 for none).
-  void AppendDraftToken(const ProposeTask& task, RequestState& state, const float* logits,
+  // Appends the next draft token for `task` from `logits` (argmax, or the draw keyed by the
+  // token's `position` in the request's sequence, its q row appended to proposal->probs) as a
+  // child of the proposal's last node (-1 for none).
+  void AppendDraftToken(const ProposeTask& task, size_t position, const float* logits,
                         spec::DraftProposal* proposal) const;
 
   DraftModelOptions options_;

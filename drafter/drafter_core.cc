@@ -84,10 +84,6 @@ absl::Status DrafterCore::CheckHypothesis(const spec::ProposeItem& item) const {
                                                    " alternatives for ", item.assumed_tokens,
                                                    " assumed tokens (at most one per assumed token)"));
   }
-  if (item.alternatives > 0 && !item.sampling.greedy()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request ", item.id, ": alternatives are drafted for greedy requests only"));
-  }
   return absl::OkStatus();
 }
 

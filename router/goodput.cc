@@ -122,16 +122,16 @@ void GoodputModel::ComputePipelineExposure() {
       depths.assign(ctx.size(), d + 1);
       const double serial = model_.DraftSeconds(pool_drafters_[p], ctx, depths);
       // The draft made ahead first feeds the chain and its guess, then drafts the next chain,
-      // and a greedy request one more beside it per other outcome it covers
-      // (RouterCore::AheadDraftSeconds); it is used when the hypothesis holds or, failing that,
-      // one of those does (LatencyModel::DraftAheadLands).
+      // and one more beside it per other outcome it covers (RouterCore::AheadDraftSeconds); it
+      // is used when the hypothesis holds or, failing that, one of those does
+      // (LatencyModel::DraftAheadLands, which learns greedy and sampled requests apart).
       ahead_ctx.clear();
       double hit = 0;
       for (size_t j = 0; j < ctx.size(); ++j) {
-        const int32_t alternatives = greedy[j] ? std::min(model_.draft_ahead_alternatives(), d + 1) : 0;
+        const int32_t alternatives = std::min(model_.draft_ahead_alternatives(), d + 1);
         ahead_ctx.insert(ahead_ctx.end(), static_cast<size_t>(1 + alternatives), ctx[j] + d + 1);
         const double hypothesis = std::pow(acceptance[j], d + 1);
-        hit += alternatives > 0 ? model_.DraftAheadLands(hypothesis) : hypothesis;
+        hit += alternatives > 0 ? model_.DraftAheadLands(hypothesis, greedy[j]) : hypothesis;
       }
       hit /= n;
       ahead_depths.assign(ahead_ctx.size(), d + 1);

@@ -23,8 +23,9 @@ struct GoodputItem {
   // ChargedCatchUpTokens.
   int32_t draft_catch_up = 0;
   int32_t remaining_tokens = 0;
-  // A greedy request's draft made ahead may also cover other outcomes
-  // (LatencyModel::draft_ahead_alternatives); a sampled one's covers the hypothesis alone.
+  // Its sampling: a draft made ahead that covers other outcomes
+  // (LatencyModel::draft_ahead_alternatives) catches a greedy and a sampled target's token at
+  // rates learnt apart (LatencyModel::DraftAheadLands).
   bool greedy = true;
 };
 

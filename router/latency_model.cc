@@ -338,8 +338,9 @@ void LatencyModel::ObserveDraftExposure(double exposed_share) {
   draft_exposure_ = (1 - kScaleEma) * draft_exposure_ + kScaleEma * std::clamp(exposed_share, 0.0, 1.0);
 }
 
-void LatencyModel::ObserveAlternativeOutcome(bool held) {
-  alternative_rescue_ = (1 - kScaleEma) * alternative_rescue_ + kScaleEma * (held ? 1.0 : 0.0);
+void LatencyModel::ObserveAlternativeOutcome(bool held, bool greedy) {
+  double& rescue = alternative_rescue_[greedy ? 0 : 1];
+  rescue = (1 - kScaleEma) * rescue + kScaleEma * (held ? 1.0 : 0.0);
 }
 
 void LatencyModel::ObserveRpcOverhead(double seconds_per_rpc) {
@@ -353,7 +354,8 @@ std::string LatencyModel::Summary() const {
       target_.alpha, target_.gamma, target_.delta, target_scale_, rpc_seconds_);
   if (draft_exposure_ < 1.0) absl::StrAppendFormat(&s, " | draft exposed %.2f", draft_exposure_);
   if (draft_ahead_alternatives_ > 0) {
-    absl::StrAppendFormat(&s, " | %d alternatives ahead, rescue %.2f", draft_ahead_alternatives_, alternative_rescue_);
+    absl::StrAppendFormat(&s, " | %d alternatives ahead, rescue %.2f greedy %.2f sampled", draft_ahead_alternatives_,
+                          alternative_rescue_[0], alternative_rescue_[1]);
   }
   if (!batch_factors_.empty()) {
     absl::StrAppendFormat(&s, " | batch shape over %d sizes", batch_factors_.size());

@@ -39,9 +39,10 @@ struct DrafterCost {
 
 // Where the share of missed hypotheses an alternative catches starts (LatencyModel::
 // ObserveAlternativeOutcome): about what the router's default of two caught with the bundled
-// pair on code (0.34-0.35; four caught 0.51-0.52; docs/benchmarks.md). Starting at 0 would price
-// alternatives as useless until one was seen to hold, and a request whose hypothesis alone does
-// not pay drafting ahead would never try them.
+// pair on code (0.34-0.35; four caught 0.51-0.52; docs/benchmarks.md), greedy and sampled
+// requests each learning their own from there. Starting at 0 would price alternatives as
+// useless until one was seen to hold, and a request whose hypothesis alone does not pay
+// drafting ahead would never try them.
 inline constexpr double kAlternativeRescuePrior = 0.35;
 
 class LatencyModel {
@@ -135,16 +136,18 @@ class LatencyModel {
   double draft_exposure() const { return draft_exposure_; }
   // Drafts made ahead that also cover other outcomes (RouterOptions::draft_ahead_alternatives):
   // how many each covers, and how often one of them holds where the hypothesis failed: an EMA
-  // of observed misses from kAlternativeRescuePrior. Each alternative is priced as one more
-  // chain in the draft made ahead.
+  // of observed misses from kAlternativeRescuePrior, one for greedy requests and one for
+  // sampled ones (a sampled target token is a draw, which the drafter's best other choice
+  // catches less often than a greedy target's). Each alternative is priced as one more chain in
+  // the draft made ahead.
   void set_draft_ahead_alternatives(int32_t n) { draft_ahead_alternatives_ = n; }
   int32_t draft_ahead_alternatives() const { return draft_ahead_alternatives_; }
-  void ObserveAlternativeOutcome(bool held);
-  double alternative_rescue() const { return alternative_rescue_; }
-  // The chance that a draft made ahead is used, when its hypothesis holds with chance
-  // `hypothesis`.
-  double DraftAheadLands(double hypothesis) const {
-    return draft_ahead_alternatives_ > 0 ? hypothesis + (1 - hypothesis) * alternative_rescue_ : hypothesis;
+  void ObserveAlternativeOutcome(bool held, bool greedy);
+  double alternative_rescue(bool greedy) const { return alternative_rescue_[greedy ? 0 : 1]; }
+  // The chance that a greedy (or sampled) request's draft made ahead is used, when its
+  // hypothesis holds with chance `hypothesis`.
+  double DraftAheadLands(double hypothesis, bool greedy) const {
+    return draft_ahead_alternatives_ > 0 ? hypothesis + (1 - hypothesis) * alternative_rescue(greedy) : hypothesis;
   }
   const std::optional<ForwardCoefficients>& refit_target() const { return refit_target_; }
   double draft_scale(const std::string& pool) const;
@@ -195,7 +198,7 @@ class LatencyModel {
   bool pipeline_ = false;
   double draft_exposure_ = 1.0;
   int32_t draft_ahead_alternatives_ = 0;
-  double alternative_rescue_ = kAlternativeRescuePrior;
+  double alternative_rescue_[2] = {kAlternativeRescuePrior, kAlternativeRescuePrior};  // greedy, sampled
   std::map<std::string, double> draft_scales_;
   nlohmann::json fit_info_;  // carried through load/save untouched
 };

@@ -197,7 +197,7 @@ struct RouterOptions {
   // the next step on the hypothesis that the whole chain and the drafter's guess of the
   // target's next token are accepted; the next step uses that draft when the hypothesis held.
   bool pipeline = false;
-  // With the pipeline, greedy requests' drafts made ahead also cover up to this many other
+  // With the pipeline, requests' drafts made ahead also cover up to this many other
   // outcomes of the step being verified (a shorter prefix of the chain accepted, or another
   // token after it), each the drafter's best other choice where the hypothesis might fail; the
   // next step uses whichever held (spec::ProposeItem::alternatives). 0: the hypothesis alone.
@@ -347,7 +347,7 @@ class RouterCore {
   // estimate to the power k + 1.
   double ChainAndGuessLand(const Active& r, int32_t k) const;
   // How many other outcomes request r's draft made ahead covers, its hypothesis `assumed`
-  // tokens long (RouterOptions::draft_ahead_alternatives; greedy requests only).
+  // tokens long (RouterOptions::draft_ahead_alternatives).
   int32_t AlternativesAhead(const Active& r, int32_t assumed) const;
   // The chance that r's draft made ahead after a chain of k is used: the hypothesis, or one of
   // the alternatives where it fails (LatencyModel::DraftAheadLands).

@@ -19,15 +19,17 @@
 // the part of the draft-ahead the verify call would not hide (PlanDraftAhead; the step waits
 // for it, landed or not). The drafter's extra work runs on its own process, so that is the
 // only cost. Goodput prices a pipelined step the same way (GoodputModel::Exposure).
-// With RouterOptions::draft_ahead_alternatives a greedy request's call also drafts after the
+// With RouterOptions::draft_ahead_alternatives a request's call also drafts after the
 // drafter's likeliest other outcomes of the step (a prefix of chain + guess, then the drafter's
-// best other token there); the hypothesis goes as assumed tokens, which the drafter does not
-// count as committed, so `known` stays at the committed length whatever the outcome, and the
-// next step keeps the draft whose outcome the step emitted (a hit by another name).
+// best other token there: for a sampled request, the likeliest token of the distribution it
+// draws from other than its draw); the hypothesis goes as assumed tokens, which the drafter
+// does not count as committed, so `known` stays at the committed length whatever the outcome,
+// and the next step keeps the draft whose outcome the step emitted (a hit by another name).
 // Output stays exact: a draft made ahead was drafted from exactly the history the next step
 // verifies against, as any other draft; the verifier decides acceptance as always. A sampled
 // chain token's draw is keyed by its position (drafter/draft_model_proposer.cc), independent
-// of the verifier's draws, so a draft made ahead and dropped changes no later draft: a seeded
+// of the verifier's draws, so a draft made ahead and dropped changes no later draft, and a
+// branch drafted after another outcome draws what a Propose after that outcome would: a seeded
 // request's output does not depend on what the router chose to draft ahead.
 #include <algorithm>
 #include <cmath>
@@ -93,14 +95,14 @@ double RouterCore::ChainAndGuessLand(const Active& r, int32_t k) const {
   return std::pow(std::clamp(tracker_.Request(r.id, r.pool), 0.0, 1.0), k + 1);
 }
 
-int32_t RouterCore::AlternativesAhead(const Active& r, int32_t assumed) const {
-  if (!r.request.sampling.greedy()) return 0;  // the drafter's best other token is a greedy notion
+int32_t RouterCore::AlternativesAhead(const Active&, int32_t assumed) const {
   return std::min(latency_.draft_ahead_alternatives(), assumed);
 }
 
 double RouterCore::DraftAheadLands(const Active& r, int32_t k) const {
   const double hypothesis = ChainAndGuessLand(r, k);
-  return AlternativesAhead(r, k + 1) > 0 ? latency_.DraftAheadLands(hypothesis) : hypothesis;
+  return AlternativesAhead(r, k + 1) > 0 ? latency_.DraftAheadLands(hypothesis, r.request.sampling.greedy())
+                                         : hypothesis;
 }
 
 double RouterCore::AheadDraftSeconds(const std::string& pool, const Active& r, int32_t context, int32_t depth,
@@ -287,7 +289,9 @@ void RouterCore::ApplyDraftAhead(std::vector<AheadCall>& calls, double verify_co
         rescued = true;
         break;
       }
-      if (live && call.items[m].alternatives > 0) latency_.ObserveAlternativeOutcome(rescued);
+      if (live && call.items[m].alternatives > 0) {
+        latency_.ObserveAlternativeOutcome(rescued, r->request.sampling.greedy());
+      }
       ++(rescued ? stats->draft_ahead_alternatives_held : stats->draft_ahead_dropped);
     }
   }

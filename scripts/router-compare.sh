@@ -11,7 +11,7 @@
 #       [--workload mix] [--levels 1:30,4:10,16:3] [--passes 2] [--drain 90] [--max-tokens 64]
 #       [--latency-model configs/latency/cpu-2core-epyc-f32-pair.json] [--no-pin] [--unix] [--out DIR]
 #       [--router-flags "--max-k 32 ..."] [--worker-flags "--step-spin-us 0 ..."]
-#       [--drafter-flags "--quantize int8 ..."]
+#       [--drafter-flags "--quantize int8 ..."] [--temperature T [--top-k K]]
 #
 # --levels RATE:SECONDS,...: Poisson arrivals at RATE req/s for SECONDS each, so every cell
 # gets about RATE * SECONDS requests; a level cN:SECONDS is closed-loop instead: N clients, each
@@ -38,8 +38,10 @@
 # --router-flags are added to every router (e.g. --max-k 32 for trees of 32 nodes), --worker-flags
 # to the verifier and the drafter, --drafter-flags to the drafter only (e.g. --draft models/target
 # --drafter-flags "--quantize int8": the target's own weights in 8 bits as the draft). `none`
-# gets no drafter (plain decoding; see docs/benchmarks.md). Placement as scripts/bench-sweep.sh:
-# verifier on CPU 1, drafter on CPU 0, one engine thread each; router and load generator unpinned.
+# gets no drafter (plain decoding; see docs/benchmarks.md). --temperature T samples every request
+# at T (`splitspec bench --temperature`, each request seeded from its prompt), --top-k K with it.
+# Placement as scripts/bench-sweep.sh: verifier on CPU 1, drafter on CPU 0, one engine thread
+# each; router and load generator unpinned.
 # Workers run no metrics servers (--metrics-port -1), so it runs beside other services; each
 # router's metrics server takes a free loopback port, and its /server_info at the end of the cell
 # is kept. Output: OUT/pass<N>/<policy>-<rate>.{json,csv,
@@ -63,6 +65,7 @@ out=""
 router_extra=""
 worker_extra=""
 drafter_extra=""
+sampling_flags=()
 while (($#)); do
   case "$1" in
     --build-dir) build="$2"; shift ;;
@@ -81,7 +84,9 @@ while (($#)); do
     --router-flags) router_extra="$2"; shift ;;
     --worker-flags) worker_extra="$2"; shift ;;
     --drafter-flags) drafter_extra="$2"; shift ;;
-    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+    --temperature) sampling_flags+=(--temperature "$2"); shift ;;
+    --top-k) sampling_flags+=(--top-k "$2"); shift ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -208,7 +213,7 @@ run_cell() {
   [[ "$rate" == c* ]] && load_flags=(--concurrency "${rate#c}")
   "$bin/splitspec" bench --router "$started_addr" --workload "bench/workloads/$workload.jsonl" \
     "${load_flags[@]}" --duration "$seconds" --drain "$drain" --max-tokens "$max_tokens" \
-    --max-inflight 256 --ignore-eos --seed 1 --no-progress --label "$label@$rate" \
+    --max-inflight 256 --ignore-eos --seed 1 --no-progress --label "$label@$rate" ${sampling_flags[@]+"${sampling_flags[@]}"} \
     --out-prefix "$out/pass$pass/$safe-$rate" > "$out/logs/bench-$pass-$safe-$rate.txt" 2>&1 ||
     echo "   (bench exited with $? for $policy @ $rate req/s)"
   # The router's own account of the cell (policy state: shapes chosen, estimates, overhead).

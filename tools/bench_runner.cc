@@ -138,12 +138,27 @@ LoadResult RunClosedLoop(RouterClient* client, const std::vector<WorkloadItem>& 
 
 }  // namespace
 
+uint64_t ItemSeed(uint64_t bench_seed, const std::string& item_id) {
+  // FNV-1a over the id, then mixed with the bench's seed: stable across runs and platforms
+  // (std::hash is neither).
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : item_id) h = (h ^ c) * 0x100000001b3ULL;
+  h ^= bench_seed + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
 v1::GenerateRequest MakeRequest(const WorkloadItem& item, const LoadOptions& options) {
   v1::GenerateRequest request;
   request.set_text(item.prompt);
   request.set_max_tokens(item.max_tokens > 0 ? item.max_tokens : options.default_max_tokens);
   request.set_ignore_eos(options.ignore_eos);
   request.set_drafter(options.drafter);
+  if (options.temperature > 0) {
+    v1::SamplingParams* sampling = request.mutable_sampling();
+    sampling->set_temperature(options.temperature);
+    sampling->set_top_k(options.top_k);
+    sampling->set_seed(ItemSeed(options.seed, item.id));
+  }
   return request;  // sampling unset: greedy, so every policy must produce the same tokens
 }
 

@@ -39,12 +39,19 @@ struct LoadOptions {
   int default_max_tokens = 128;
   bool ignore_eos = false;
   std::string drafter;   // preferred drafter pool ("" = the router chooses)
+  // Sampling: temperature 0 sends greedy requests (every policy must then produce the same
+  // tokens); above 0, each request is sampled with top_k and a seed of its own, a function of
+  // `seed` and the item's id, so a run's requests draw the same way whatever serves them.
+  float temperature = 0;
+  int top_k = 0;
   bool progress = true;  // progress line on stderr
   std::string label;     // shown in the progress line
 };
 
 // The request for one workload item.
 v1::GenerateRequest MakeRequest(const WorkloadItem& item, const LoadOptions& options);
+// A sampled request's seed: the same for the same bench seed and item id.
+uint64_t ItemSeed(uint64_t bench_seed, const std::string& item_id);
 
 struct LoadResult {
   std::vector<RequestRecord> records;  // in send order

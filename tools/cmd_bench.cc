@@ -78,6 +78,8 @@ int RunBench(const Args& args) {
   const std::string out_prefix = args.GetString("out-prefix");
   const std::string label = args.GetString("label");
   const std::string drafter = args.GetString("drafter");
+  const double temperature = args.GetDouble("temperature", 0);
+  const long long top_k = args.GetInt("top-k", 0);
   const bool ignore_eos = args.Has("ignore-eos");
   const bool progress = !args.Has("no-progress");
   args.CheckAllUsed();
@@ -93,6 +95,9 @@ int RunBench(const Args& args) {
     return UsageError("--max-inflight must be in 1..1024");
   if (warmup < 0 || warmup > 100) return UsageError("--warmup must be in 0..100");
   if (seed < 0) return UsageError("--seed must be >= 0");
+  if (!(temperature >= 0 && temperature <= 100)) return UsageError("--temperature must be in [0, 100]");
+  if (top_k < 0 || top_k > 1000000) return UsageError("--top-k must be in 0..1000000");
+  if (args.Has("top-k") && !(temperature > 0)) return UsageError("--top-k needs --temperature above 0");
 
   std::vector<double> rates;
   std::vector<int> concurrencies;
@@ -132,6 +137,8 @@ int RunBench(const Args& args) {
   options.default_max_tokens = static_cast<int>(max_tokens);
   options.ignore_eos = ignore_eos;
   options.drafter = drafter;
+  options.temperature = static_cast<float>(temperature);
+  options.top_k = static_cast<int>(top_k);
   options.progress = progress;
 
   // Warm-up requests (not recorded): the first calls pay for connection set-up and cold caches.
@@ -190,6 +197,8 @@ int RunBench(const Args& args) {
         {"seed", seed},
         {"ignore_eos", ignore_eos},
         {"drafter", drafter},
+        {"temperature", temperature},
+        {"top_k", top_k},
         {"label", label}};
     for (const auto& [path, contents] : std::vector<std::pair<std::string, std::string>>{
              {out_prefix + ".csv", bench::SummaryCsv(levels)},
@@ -219,7 +228,10 @@ RegisterCommand kRegister(
     "  --max-tokens N            max_tokens of every request (128)\n"
     "  --max-inflight N          requests in flight at most (64)\n"
     "  --warmup N                requests sent and discarded before the first level (2)\n"
-    "  --seed S                  seed of arrivals and prompt order (0)\n"
+    "  --seed S                  seed of arrivals, prompt order and sampled requests' seeds (0)\n"
+    "  --temperature T           sample every request at temperature T, each with a seed of its\n"
+    "                            own (from --seed and its prompt's id); 0 = greedy (0)\n"
+    "  --top-k K                 with --temperature: sample from the K likeliest tokens (0 = all)\n"
     "  --wait S                  seconds to wait for the router to answer (30)\n"
     "  --ignore-eos              generate max_tokens tokens whatever the model emits\n"
     "  --drafter POOL            drafter pool to ask for\n"

@@ -99,9 +99,11 @@ struct ProposeItem {
   // session does not count them as seen: the next known_length stays before them, and the
   // next new_tokens carry whatever of them was committed.
   int32_t assumed_tokens = 0;
-  // Also draft after up to this many other outcomes of that step (greedy requests only; at most
-  // assumed_tokens): each keeps a prefix of the hypothesis and puts another token at the next
-  // position (the proposer's best other choice there), the likeliest outcomes first.
+  // Also draft after up to this many other outcomes of that step (at most assumed_tokens):
+  // each keeps a prefix of the hypothesis and puts another token at the next position (the
+  // proposer's best other choice there; for a sampled request, by the distribution its draft
+  // tokens are drawn from), the likeliest outcomes first. A sampled branch draws its tokens as a
+  // Propose after that outcome would, with their q rows.
   int32_t alternatives = 0;
 };
 // A draft made after one of those other outcomes (ProposeItem::alternatives): the tokens it

@@ -128,6 +128,26 @@ TEST_F(RunnerTest, MakeRequestCarriesItemAndOptions) {
   EXPECT_EQ(MakeRequest(Items()[1], options).max_tokens(), 11);
 }
 
+// Sampled: every request carries the temperature and top-k, and a seed of its own that the
+// same bench seed and item give again, so two runs (or two policies) draw alike.
+TEST_F(RunnerTest, SampledRequestsCarryASeedOfTheirOwn) {
+  LoadOptions options;
+  options.temperature = 0.8f;
+  options.top_k = 40;
+  options.seed = 3;
+  const std::vector<WorkloadItem> items = Items();
+  const v1::GenerateRequest a = MakeRequest(items[0], options);
+  ASSERT_TRUE(a.has_sampling());
+  EXPECT_FLOAT_EQ(a.sampling().temperature(), 0.8f);
+  EXPECT_EQ(a.sampling().top_k(), 40);
+  ASSERT_TRUE(a.sampling().has_seed());
+  EXPECT_EQ(a.sampling().seed(), MakeRequest(items[0], options).sampling().seed());
+  EXPECT_NE(a.sampling().seed(), MakeRequest(items[1], options).sampling().seed());
+  LoadOptions other_seed = options;
+  other_seed.seed = 4;
+  EXPECT_NE(a.sampling().seed(), MakeRequest(items[0], other_seed).sampling().seed());
+}
+
 TEST_F(RunnerTest, ClientTimesEveryMessageAndReadsUsage) {
   const auto start = std::chrono::steady_clock::now();
   LoadOptions options;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "drafter/draft_model_proposer.h"
@@ -42,18 +43,23 @@ std::unique_ptr<DrafterCore> MakeCore() {
 const std::vector<int32_t> kPrompt = {1, 17, 42, 99, 5, 300, 12, 7, 64};
 
 // A session holding kPrompt, then a draft made ahead on the hypothesis that the step now
-// verifying the draft model's own chain of kDepth emits that chain and its guess.
+// verifying the draft model's own chain of kDepth emits that chain and its guess (greedy
+// unless `sampling` says otherwise; a sampled chain and guess are the draft's draws).
 struct Ahead {
   std::vector<int32_t> hypothesis;
   spec::ProposeResult result;
 };
-Ahead DraftAhead(DrafterCore& core, spec::RequestId id, int32_t alternatives) {
-  auto first = core.Propose({Item(id, 0, kPrompt, kDepth + 1)});
+Ahead DraftAhead(DrafterCore& core, spec::RequestId id, int32_t alternatives,
+                 const engine::SamplingParams& sampling = {}) {
+  spec::ProposeItem start = Item(id, 0, kPrompt, kDepth + 1);
+  start.sampling = sampling;
+  auto first = core.Propose({start});
   EXPECT_TRUE(first.ok() && first->results[0].status.ok());
   Ahead ahead;
   if (!first.ok()) return ahead;
   ahead.hypothesis = first->results[0].draft.tokens;
   spec::ProposeItem item = Item(id, static_cast<int32_t>(kPrompt.size()), ahead.hypothesis, kDepth);
+  item.sampling = sampling;
   item.assumed_tokens = static_cast<int32_t>(ahead.hypothesis.size());
   item.alternatives = alternatives;
   auto second = core.Propose({item});
@@ -64,11 +70,25 @@ Ahead DraftAhead(DrafterCore& core, spec::RequestId id, int32_t alternatives) {
 }
 
 // The chain a session that never saw anything else drafts after `history`.
-std::vector<int32_t> FreshDraft(const std::vector<int32_t>& history, int32_t depth) {
+spec::DraftProposal FreshProposal(const std::vector<int32_t>& history, int32_t depth,
+                                  const engine::SamplingParams& sampling = {}) {
   auto core = MakeCore();
-  auto out = core->Propose({Item(1, 0, history, depth)});
+  spec::ProposeItem item = Item(1, 0, history, depth);
+  item.sampling = sampling;
+  auto out = core->Propose({item});
   EXPECT_TRUE(out.ok() && out->results[0].status.ok());
-  return out.ok() ? out->results[0].draft.tokens : std::vector<int32_t>{};
+  return out.ok() ? out->results[0].draft : spec::DraftProposal{};
+}
+std::vector<int32_t> FreshDraft(const std::vector<int32_t>& history, int32_t depth) {
+  return FreshProposal(history, depth).tokens;
+}
+
+// a and b hold the same tokens, tree and q rows, bit for bit.
+void ExpectSameDraft(const spec::DraftProposal& a, const spec::DraftProposal& b, const std::string& what) {
+  EXPECT_EQ(a.tokens, b.tokens) << what;
+  EXPECT_EQ(a.parents, b.parents) << what;
+  ASSERT_EQ(a.probs.size(), b.probs.size()) << what;
+  EXPECT_EQ(0, std::memcmp(a.probs.data(), b.probs.data(), a.probs.size() * sizeof(float))) << what;
 }
 
 TEST(DraftAheadAlternativesTest, EachOutcomesDraftIsWhatAFreshSessionDrafts) {
@@ -91,6 +111,44 @@ TEST(DraftAheadAlternativesTest, EachOutcomesDraftIsWhatAFreshSessionDrafts) {
   }
   // The session's committed history leaves the hypothesis out.
   ASSERT_NE(core->History(5), nullptr);
+  EXPECT_EQ(*core->History(5), kPrompt);
+}
+
+// A sampled request's hypothesis is the draft's own draws; each outcome's draft is what a fresh
+// session draws after the same tokens with the same seed, q rows and all (a chain token's draw
+// is keyed by its position), so a seeded request's output does not depend on which outcome the
+// router had drafted for. Each alternative puts a token the draft can draw (q > 0) where the
+// hypothesis had another.
+TEST(DraftAheadAlternativesTest, SampledOutcomesDrawWhatAFreshSessionDraws) {
+  engine::SamplingParams sampling;
+  sampling.temperature = 0.9f;
+  sampling.top_k = 64;
+  sampling.seed = 77;
+  auto core = MakeCore();
+  const Ahead ahead = DraftAhead(*core, 5, 3, sampling);
+  ASSERT_EQ(ahead.hypothesis.size(), static_cast<size_t>(kDepth + 1));
+  const int32_t vocab = core->Info().vocab_size;
+  const spec::DraftProposal& main = ahead.result.draft;
+  ASSERT_EQ(main.tokens.size(), static_cast<size_t>(kDepth));
+  EXPECT_EQ(main.probs.size(), main.tokens.size() * static_cast<size_t>(vocab));
+  ExpectSameDraft(main, FreshProposal(Concat(kPrompt, ahead.hypothesis), kDepth, sampling), "after the hypothesis");
+  ASSERT_EQ(ahead.result.alternatives.size(), 3u);
+  std::set<std::vector<int32_t>> outcomes;
+  for (const spec::AlternativeDraft& alternative : ahead.result.alternatives) {
+    const size_t j = alternative.assumed.size() - 1;
+    ASSERT_LT(j, ahead.hypothesis.size());
+    EXPECT_TRUE(std::equal(alternative.assumed.begin(), alternative.assumed.end() - 1, ahead.hypothesis.begin()));
+    EXPECT_NE(alternative.assumed.back(), ahead.hypothesis[j]);
+    EXPECT_TRUE(outcomes.insert(alternative.assumed).second) << "an outcome drafted twice";
+    // The draft's q at position j, as a fresh session drafting there gives it.
+    const spec::DraftProposal at_j =
+        FreshProposal(Concat(kPrompt, std::vector<int32_t>(ahead.hypothesis.begin(), ahead.hypothesis.begin() + j)),
+                      1, sampling);
+    ASSERT_EQ(at_j.probs.size(), static_cast<size_t>(vocab));
+    EXPECT_GT(at_j.probs[alternative.assumed.back()], 0.0f) << "an alternative the draft cannot draw";
+    ExpectSameDraft(alternative.draft, FreshProposal(Concat(kPrompt, alternative.assumed), kDepth, sampling),
+                    "after an alternative of " + std::to_string(alternative.assumed.size()) + " tokens");
+  }
   EXPECT_EQ(*core->History(5), kPrompt);
 }
 
@@ -154,23 +212,26 @@ TEST(DraftAheadAlternativesTest, BadHypothesesAreRefusedAlone) {
   items.push_back(Item(3, 0, {4, 5, 6}, 2));  // more alternatives than assumed tokens
   items.back().assumed_tokens = 1;
   items.back().alternatives = 2;
-  items.push_back(Item(4, 0, {4, 5, 6}, 2));  // alternatives for a sampled request
-  items.back().assumed_tokens = 2;
-  items.back().alternatives = 1;
-  items.back().sampling.temperature = 0.7f;
   items.push_back(Item(7, known, {8, 9, 10}, 2));  // good: two assumed, one alternative
   items.back().assumed_tokens = 2;
   items.back().alternatives = 1;
+  items.push_back(Item(4, 0, {4, 5, 6}, 2));  // good: a sampled one, with one alternative
+  items.back().assumed_tokens = 2;
+  items.back().alternatives = 1;
+  items.back().sampling.temperature = 0.7f;
   auto out = core->Propose(items);
   ASSERT_TRUE(out.ok()) << out.status();
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(absl::IsInvalidArgument(out->results[i].status)) << i << ": " << out->results[i].status;
     EXPECT_EQ(core->History(out->results[i].id), nullptr) << "a refused item opened a session";
   }
-  ASSERT_TRUE(out->results[4].status.ok()) << out->results[4].status;
-  EXPECT_EQ(out->results[4].draft.tokens.size(), 2u);
-  EXPECT_EQ(out->results[4].alternatives.size(), 1u);
+  for (int i = 3; i < 5; ++i) {
+    ASSERT_TRUE(out->results[i].status.ok()) << i << ": " << out->results[i].status;
+    EXPECT_EQ(out->results[i].draft.tokens.size(), 2u);
+    EXPECT_EQ(out->results[i].alternatives.size(), 1u);
+  }
   EXPECT_EQ(*core->History(7), Concat(kPrompt, {8}));
+  EXPECT_EQ(*core->History(4), (std::vector<int32_t>{4}));
 }
 
 // A proposer without a KV cache (n-gram) drafts after the assumed tokens as after any history

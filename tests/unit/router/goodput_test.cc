@@ -149,10 +149,11 @@ TEST(GoodputTest, PipelineHidesADraftAheadThatFitsInTheVerify) {
   EXPECT_NEAR(g.StepSeconds({4}), serial.StepSeconds({4}), 1e-12);
 }
 
-// A greedy request's draft made ahead that also covers other outcomes is used more often (an
-// alternative catches a share of the misses), so a step waits less often for a serial Propose;
-// the extra chains drafted beside the verify call cost nothing while they fit in it. A sampled
-// request's covers the hypothesis alone and is priced as without alternatives.
+// A draft made ahead that also covers other outcomes is used more often (an alternative
+// catches a share of the misses), so a step waits less often for a serial Propose; the extra
+// chains drafted beside the verify call cost nothing while they fit in it. Greedy and sampled
+// requests start from the same rescue rate and learn theirs apart: misses seen for sampled
+// requests leave a greedy one's price alone.
 TEST(GoodputTest, AlternativesLetADraftMadeAheadLandMoreOften) {
   LatencyModel hypothesis_only_model = TwoPoolModel();  // drafting ~2 ms a level, a 10 ms verify
   hypothesis_only_model.set_pipeline(true);
@@ -163,13 +164,23 @@ TEST(GoodputTest, AlternativesLetADraftMadeAheadLandMoreOften) {
   sampled.greedy = false;
   const GoodputModel hypothesis_only(hypothesis_only_model, {greedy}, 4);
   const GoodputModel covering(covering_model, {greedy}, 4);
-  const GoodputModel covering_sampled(covering_model, {sampled}, 4);
   const double miss = 1 - std::pow(0.9, 3);  // chain of 2 and its guess
   EXPECT_NEAR(hypothesis_only.Exposure(0, 2).rpc, miss, 1e-12);
   EXPECT_NEAR(covering.Exposure(0, 2).rpc, miss * (1 - kAlternativeRescuePrior), 1e-12);
-  EXPECT_NEAR(covering_sampled.Exposure(0, 2).rpc, miss, 1e-12);
   EXPECT_LT(covering.StepSeconds({2}), hypothesis_only.StepSeconds({2}));
-  EXPECT_NEAR(covering_sampled.StepSeconds({2}), hypothesis_only.StepSeconds({2}), 1e-12);
+  {
+    const GoodputModel covering_sampled(covering_model, {sampled}, 4);
+    EXPECT_NEAR(covering_sampled.Exposure(0, 2).rpc, miss * (1 - kAlternativeRescuePrior), 1e-12);
+  }
+  // Sampled requests' alternatives seen to miss every time: their price falls back towards the
+  // hypothesis alone, a greedy request's stays.
+  for (int i = 0; i < 200; ++i) covering_model.ObserveAlternativeOutcome(/*held=*/false, /*greedy=*/false);
+  EXPECT_LT(covering_model.alternative_rescue(/*greedy=*/false), 0.01);
+  EXPECT_DOUBLE_EQ(covering_model.alternative_rescue(/*greedy=*/true), kAlternativeRescuePrior);
+  const GoodputModel covering_sampled(covering_model, {sampled}, 4);
+  const GoodputModel covering_greedy(covering_model, {greedy}, 4);
+  EXPECT_NEAR(covering_sampled.Exposure(0, 2).rpc, miss, 0.01);
+  EXPECT_NEAR(covering_greedy.Exposure(0, 2).rpc, miss * (1 - kAlternativeRescuePrior), 1e-12);
 }
 
 // The step waits for what of the draft made ahead (one level deeper, its first forward feeding
