@@ -38,12 +38,13 @@ struct DrafterCost {
 };
 
 // Where the share of missed hypotheses an alternative catches starts (LatencyModel::
-// ObserveAlternativeOutcome): about what the router's default of two caught with the bundled
-// pair on code (0.34-0.35; four caught 0.51-0.52; docs/benchmarks.md), greedy and sampled
-// requests each learning their own from there. Starting at 0 would price alternatives as
-// useless until one was seen to hold, and a request whose hypothesis alone does not pay
-// drafting ahead would never try them.
+// ObserveAlternativeOutcome), greedy and sampled requests each learning their own from there:
+// about what the router's default of two caught with the bundled pair on code (greedy
+// 0.34-0.35, four caught 0.51-0.52; sampled at temperature 0.8, 0.16; docs/benchmarks.md).
+// Starting at 0 would price alternatives as useless until one was seen to hold, and a request
+// whose hypothesis alone does not pay drafting ahead would never try them.
 inline constexpr double kAlternativeRescuePrior = 0.35;
+inline constexpr double kSampledAlternativeRescuePrior = 0.15;
 
 class LatencyModel {
  public:
@@ -136,8 +137,8 @@ class LatencyModel {
   double draft_exposure() const { return draft_exposure_; }
   // Drafts made ahead that also cover other outcomes (RouterOptions::draft_ahead_alternatives):
   // how many each covers, and how often one of them holds where the hypothesis failed: an EMA
-  // of observed misses from kAlternativeRescuePrior, one for greedy requests and one for
-  // sampled ones (a sampled target token is a draw, which the drafter's best other choice
+  // of observed misses from kAlternativeRescuePrior (kSampledAlternativeRescuePrior), one for
+  // greedy requests and one for sampled ones (a sampled target token is a draw, which the drafter's best other choice
   // catches less often than a greedy target's). Each alternative is priced as one more chain in
   // the draft made ahead.
   void set_draft_ahead_alternatives(int32_t n) { draft_ahead_alternatives_ = n; }
@@ -198,7 +199,7 @@ class LatencyModel {
   bool pipeline_ = false;
   double draft_exposure_ = 1.0;
   int32_t draft_ahead_alternatives_ = 0;
-  double alternative_rescue_[2] = {kAlternativeRescuePrior, kAlternativeRescuePrior};  // greedy, sampled
+  double alternative_rescue_[2] = {kAlternativeRescuePrior, kSampledAlternativeRescuePrior};  // greedy, sampled
   std::map<std::string, double> draft_scales_;
   nlohmann::json fit_info_;  // carried through load/save untouched
 };

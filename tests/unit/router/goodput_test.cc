@@ -152,7 +152,7 @@ TEST(GoodputTest, PipelineHidesADraftAheadThatFitsInTheVerify) {
 // A draft made ahead that also covers other outcomes is used more often (an alternative
 // catches a share of the misses), so a step waits less often for a serial Propose; the extra
 // chains drafted beside the verify call cost nothing while they fit in it. Greedy and sampled
-// requests start from the same rescue rate and learn theirs apart: misses seen for sampled
+// requests start from rescue rates of their own and learn them apart: misses seen for sampled
 // requests leave a greedy one's price alone.
 TEST(GoodputTest, AlternativesLetADraftMadeAheadLandMoreOften) {
   LatencyModel hypothesis_only_model = TwoPoolModel();  // drafting ~2 ms a level, a 10 ms verify
@@ -170,7 +170,7 @@ TEST(GoodputTest, AlternativesLetADraftMadeAheadLandMoreOften) {
   EXPECT_LT(covering.StepSeconds({2}), hypothesis_only.StepSeconds({2}));
   {
     const GoodputModel covering_sampled(covering_model, {sampled}, 4);
-    EXPECT_NEAR(covering_sampled.Exposure(0, 2).rpc, miss * (1 - kAlternativeRescuePrior), 1e-12);
+    EXPECT_NEAR(covering_sampled.Exposure(0, 2).rpc, miss * (1 - kSampledAlternativeRescuePrior), 1e-12);
   }
   // Sampled requests' alternatives seen to miss every time: their price falls back towards the
   // hypothesis alone, a greedy request's stays.

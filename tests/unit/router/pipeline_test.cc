@@ -279,6 +279,7 @@ TEST(PipelineTest, SampledRequestsAreDraftedAheadOverOtherOutcomesToo) {
   EXPECT_GT(info.draft_ahead_alternatives_held, 0);
   EXPECT_LE(info.draft_ahead_dropped, 1);  // every outcome covered: at most the last is dropped
   EXPECT_NE(info.latency_model.find("rescue 0.35 greedy"), std::string::npos) << info.latency_model;
+  EXPECT_EQ(info.latency_model.find("0.15 sampled"), std::string::npos) << "nothing learnt for sampled requests";
   EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
   EXPECT_TRUE(h.verifier.protocol_errors.empty()) << h.verifier.protocol_errors[0];
 }
