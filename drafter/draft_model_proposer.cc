@@ -349,7 +349,9 @@ std::vector<std::pair<int32_t, int32_t>> RankOutcomes(const std::vector<std::vec
     const double normalizer = LogNormalizer(rows[j]);  // once a row: a pass of exps over the vocabulary
     if (!std::isfinite(normalizer)) break;             // a row without mass: no outcome from here on
     const int32_t other = BestOtherThan(rows[j], hypothesis[j]);
-    if (other >= 0 && std::isfinite(rows[j][other])) ranked.push_back({-(prefix + rows[j][other] - normalizer), {j, other}});
+    if (other >= 0 && std::isfinite(rows[j][other])) {
+      ranked.push_back({-(prefix + rows[j][other] - normalizer), {j, other}});
+    }
     prefix += rows[j][hypothesis[j]] - normalizer;
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -420,7 +422,7 @@ absl::Status DraftModelProposer::DraftAfterOutcomes(absl::Span<const ProposeTask
     const std::vector<std::pair<int32_t, int32_t>> outcomes = RankOutcomes(rows, hypothesis, task.alternatives);
     for (size_t o = 0; o < outcomes.size(); ++o) {
       const auto [j, other] = outcomes[o];
-      OutcomeBranch alternative{which[a],    static_cast<int32_t>(o), {}, other, catch_up[a] - 1 + j,
+      OutcomeBranch alternative{which[a], static_cast<int32_t>(o), {}, other, catch_up[a] - 1 + j,
                                 committed + static_cast<size_t>(j) + 1, {}};
       alternative.assumed.assign(hypothesis.begin(), hypothesis.begin() + j);
       alternative.assumed.push_back(other);
