@@ -83,6 +83,19 @@ std::vector<int32_t> FreshDraft(const std::vector<int32_t>& history, int32_t dep
   return FreshProposal(history, depth).tokens;
 }
 
+// An alternative's outcome: a prefix of the hypothesis, then another token than the hypothesis
+// has there, and no outcome drafted twice (`seen` collects them). Returns where it branches.
+size_t ExpectAnotherOutcome(const spec::AlternativeDraft& alternative, const std::vector<int32_t>& hypothesis,
+                            std::set<std::vector<int32_t>>* seen) {
+  const size_t j = alternative.assumed.size() - 1;
+  EXPECT_LT(j, hypothesis.size());
+  if (j >= hypothesis.size()) return j;
+  EXPECT_TRUE(std::equal(alternative.assumed.begin(), alternative.assumed.end() - 1, hypothesis.begin()));
+  EXPECT_NE(alternative.assumed.back(), hypothesis[j]);
+  EXPECT_TRUE(seen->insert(alternative.assumed).second) << "an outcome drafted twice";
+  return j;
+}
+
 // a and b hold the same tokens, tree and q rows, bit for bit.
 void ExpectSameDraft(const spec::DraftProposal& a, const spec::DraftProposal& b, const std::string& what) {
   EXPECT_EQ(a.tokens, b.tokens) << what;
@@ -100,12 +113,7 @@ TEST(DraftAheadAlternativesTest, EachOutcomesDraftIsWhatAFreshSessionDrafts) {
   ASSERT_EQ(ahead.result.alternatives.size(), 4u);
   std::set<std::vector<int32_t>> outcomes;
   for (const spec::AlternativeDraft& alternative : ahead.result.alternatives) {
-    // A prefix of the hypothesis, then another token than the hypothesis has there.
-    const size_t j = alternative.assumed.size() - 1;
-    ASSERT_LT(j, ahead.hypothesis.size());
-    EXPECT_TRUE(std::equal(alternative.assumed.begin(), alternative.assumed.end() - 1, ahead.hypothesis.begin()));
-    EXPECT_NE(alternative.assumed.back(), ahead.hypothesis[j]);
-    EXPECT_TRUE(outcomes.insert(alternative.assumed).second) << "an outcome drafted twice";
+    ExpectAnotherOutcome(alternative, ahead.hypothesis, &outcomes);
     EXPECT_EQ(alternative.draft.tokens, FreshDraft(Concat(kPrompt, alternative.assumed), kDepth))
         << "after an alternative of " << alternative.assumed.size() << " tokens";
   }
@@ -135,11 +143,8 @@ TEST(DraftAheadAlternativesTest, SampledOutcomesDrawWhatAFreshSessionDraws) {
   ASSERT_EQ(ahead.result.alternatives.size(), 3u);
   std::set<std::vector<int32_t>> outcomes;
   for (const spec::AlternativeDraft& alternative : ahead.result.alternatives) {
-    const size_t j = alternative.assumed.size() - 1;
+    const size_t j = ExpectAnotherOutcome(alternative, ahead.hypothesis, &outcomes);
     ASSERT_LT(j, ahead.hypothesis.size());
-    EXPECT_TRUE(std::equal(alternative.assumed.begin(), alternative.assumed.end() - 1, ahead.hypothesis.begin()));
-    EXPECT_NE(alternative.assumed.back(), ahead.hypothesis[j]);
-    EXPECT_TRUE(outcomes.insert(alternative.assumed).second) << "an outcome drafted twice";
     // The draft's q at position j, as a fresh session drafting there gives it.
     const spec::DraftProposal at_j =
         FreshProposal(Concat(kPrompt, std::vector<int32_t>(ahead.hypothesis.begin(), ahead.hypothesis.begin() + j)),
