@@ -130,8 +130,20 @@ void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, 
 // 8 slower than 4); F16 row blocks 6.63 and 6.56, 1 stream 6.39 and 6.25. Several tokens are a
 // compute tile each, where row blocks measured faster for BF16 (16 tokens 18.7-19.0 against
 // 20.1-20.4 ms as 4 streams) and slower for F32 (27.5-27.7 against 26.2): one rule, row blocks.
+// Those figures are AVX-512's. With AVX2 one F16 or BF16 stream is bound by its arithmetic, not
+// by memory: its row has one accumulator (the fixed order of simd.h), so each fused multiply-add
+// of 8 widened weights waits for the one before, about 16 bytes per FMA latency (5 cycles on
+// Zen 3), some 10 GB/s a core. Four streams are four independent chains. Zen 3 (2 cores, AVX2),
+// medium model, batch-1 decode, 1 and 4 streams alternating over eight runs of `bench-engine
+// --steps 30 --batches 1 --forward-tokens 1`, medians: F16 12.28 -> 9.43 ms, BF16 12.42 -> 10.82;
+// five runs of 1, 2, 4 and 8 streams: F16 11.29 / 10.24 / 8.20 / 9.76 ms, BF16 11.16 / 10.38 /
+// 9.00 / 10.64.
 template <typename Format>
+#if defined(__AVX512F__)
 constexpr int kDecodeStreams = 1;
+#else
+constexpr int kDecodeStreams = 4;
+#endif
 template <>
 constexpr int kDecodeStreams<F32Weights> = 8;
 // About 6 KB ahead of each stream (2 rows of the medium model's F32 rows, 4 of its BF16 rows):
