@@ -14,6 +14,6 @@ add_library(splitspec_bench STATIC
   ${CMAKE_CURRENT_LIST_DIR}/bench_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/bench_progress.cc
   ${CMAKE_CURRENT_LIST_DIR}/bench_runner.cc)
-target_link_libraries(splitspec_bench PUBLIC splitspec_bench_core splitspec_rpc absl::time Threads::Threads)
+target_link_libraries(splitspec_bench PUBLIC splitspec_bench_core splitspec_rpc splitspec_sampling absl::time Threads::Threads)
 
 target_link_libraries(splitspec PRIVATE splitspec_bench)

@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "common/engine/sampling/seed.h"
 #include "tools/bench_arrivals.h"
 #include "tools/bench_progress.h"
 
@@ -138,15 +139,6 @@ LoadResult RunClosedLoop(RouterClient* client, const std::vector<WorkloadItem>& 
 
 }  // namespace
 
-uint64_t ItemSeed(uint64_t bench_seed, const std::string& item_id) {
-  // FNV-1a over the id, then mixed with the bench's seed: stable across runs and platforms
-  // (std::hash is neither).
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : item_id) h = (h ^ c) * 0x100000001b3ULL;
-  h ^= bench_seed + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  return h;
-}
-
 v1::GenerateRequest MakeRequest(const WorkloadItem& item, const LoadOptions& options) {
   v1::GenerateRequest request;
   request.set_text(item.prompt);
@@ -157,7 +149,7 @@ v1::GenerateRequest MakeRequest(const WorkloadItem& item, const LoadOptions& opt
     v1::SamplingParams* sampling = request.mutable_sampling();
     sampling->set_temperature(options.temperature);
     sampling->set_top_k(options.top_k);
-    sampling->set_seed(ItemSeed(options.seed, item.id));
+    sampling->set_seed(engine::NamedSeed(options.seed, item.id));
   }
   return request;  // sampling unset: greedy, so every policy must produce the same tokens
 }

@@ -50,8 +50,6 @@ struct LoadOptions {
 
 // The request for one workload item.
 v1::GenerateRequest MakeRequest(const WorkloadItem& item, const LoadOptions& options);
-// A sampled request's seed: the same for the same bench seed and item id.
-uint64_t ItemSeed(uint64_t bench_seed, const std::string& item_id);
 
 struct LoadResult {
   std::vector<RequestRecord> records;  // in send order

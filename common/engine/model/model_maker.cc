@@ -32,6 +32,7 @@
 #include "common/engine/model/safetensors.h"
 #include "common/engine/model/hf_tokenizer_copy.h"
 #include "common/engine/model/tokenizer_trainer.h"
+#include "common/engine/sampling/seed.h"
 #include "nlohmann/json.hpp"
 
 namespace splitspec::engine {
@@ -178,7 +179,7 @@ absl::Status WriteRandomModel(const ModelConfig& config, DType dtype, uint64_t s
     for (int64_t dim : spec.shape) n *= dim;
     const Scale scale = InitScale(spec, config);
     const std::vector<float> values =
-        NormalValues(n, scale.mean, scale.std, TensorSeed(seed, spec.name));
+        NormalValues(n, scale.mean, scale.std, NamedSeed(seed, spec.name));
     writer.Add(spec.name, dtype, spec.shape, EncodeValues(values, dtype));
     if (progress) progress(++done, static_cast<int>(specs.size()), spec.name);
   }

@@ -50,15 +50,6 @@ double Xoshiro256::Normal() {
   return radius * std::cos(angle);
 }
 
-uint64_t TensorSeed(uint64_t model_seed, std::string_view tensor_name) {
-  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
-  for (char c : tensor_name) {
-    hash ^= static_cast<uint8_t>(c);
-    hash *= 0x100000001b3ull;
-  }
-  uint64_t state = model_seed ^ hash;
-  return SplitMix64(&state);
-}
 
 std::vector<float> NormalValues(int64_t n, float mean, float std, uint64_t seed) {
   Xoshiro256 rng(seed);

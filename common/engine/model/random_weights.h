@@ -26,9 +26,6 @@ class Xoshiro256 {
   double spare_ = 0.0;
 };
 
-// Seed of one tensor's stream: depends on the model seed and the tensor's name only, so a
-// tensor's values do not change when other tensors are added or removed (e.g. lm_head tied).
-uint64_t TensorSeed(uint64_t model_seed, std::string_view tensor_name);
 
 // `n` values drawn from N(mean, std^2) with a stream seeded by `seed`.
 std::vector<float> NormalValues(int64_t n, float mean, float std, uint64_t seed);

@@ -22,6 +22,19 @@ uint64_t OperatingSystemEntropy() {
 
 }  // namespace
 
+uint64_t NamedSeed(uint64_t seed, std::string_view name) {
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
+  for (char c : name) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 0x100000001b3ull;
+  }
+  // One SplitMix64 step of seed ^ hash: nearby seeds and names, unrelated results.
+  uint64_t z = (seed ^ hash) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 uint64_t ChooseSeed(std::optional<uint64_t> requested) {
   if (requested.has_value()) return *requested;
   static std::mutex mu;

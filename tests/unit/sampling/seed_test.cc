@@ -1,5 +1,6 @@
 // ChooseSeed: an unset seed gives each request its own random stream, and the chosen seed,
-// sent back as the request's seed, reproduces the sampled tokens.
+// sent back as the request's seed, reproduces the sampled tokens. NamedSeed: a named stream's
+// seed follows its name and the whole's seed.
 #include "common/engine/sampling/seed.h"
 
 #include <cstdint>
@@ -67,6 +68,14 @@ TEST(ChooseSeedTest, ReportedSeedReproducesTheOutput) {
   const uint64_t reported = ChooseSeed(std::nullopt);
   const std::vector<int32_t> original = SampleRequest(reported);
   EXPECT_EQ(SampleRequest(ChooseSeed(reported)), original);
+}
+
+// The same pair gives the same seed; another name or another whole's seed gives another one.
+TEST(NamedSeedTest, FollowsTheNameAndTheSeed) {
+  EXPECT_EQ(NamedSeed(1, "a"), NamedSeed(1, "a"));
+  EXPECT_NE(NamedSeed(1, "a"), NamedSeed(1, "b"));
+  EXPECT_NE(NamedSeed(1, "a"), NamedSeed(2, "a"));
+  EXPECT_NE(NamedSeed(0, ""), NamedSeed(0, "x"));
 }
 
 }  // namespace
