@@ -325,15 +325,17 @@ struct OutcomeBranch {
   spec::DraftProposal drafted;   // a chain; a sampled request's q rows with it
 };
 
-// The rows outcomes are ranked by, one per position of a hypothesis (see RankOutcomes): a
-// greedy request's logits, whose softmax at temperature 1 ranks its draft's choices; a sampled
-// request's log q, the distribution its draft tokens are drawn from (-inf outside its top-k or
-// top-p), which the verifier's draw at a rejection follows where the two models agree.
-std::vector<float> RankingRow(const ProposeTask& task, absl::Span<const float> logits) {
-  if (task.sampling.greedy()) return std::vector<float>(logits.begin(), logits.end());
-  std::vector<float> row = engine::ComputeProbabilities(logits, task.sampling);
-  for (float& p : row) p = p > 0 ? std::log(p) : -std::numeric_limits<float>::infinity();
-  return row;
+// The row outcomes are ranked by at one position of a hypothesis (see RankOutcomes): a greedy
+// request's logits themselves, whose softmax at temperature 1 ranks its draft's choices; a
+// sampled request's log q, the distribution its draft tokens are drawn from (-inf outside its
+// top-k or top-p), which the verifier's draw at a rejection follows where the two models agree,
+// written to *log_q.
+absl::Span<const float> RankingRow(const ProposeTask& task, absl::Span<const float> logits,
+                                   std::vector<float>* log_q) {
+  if (task.sampling.greedy()) return logits;
+  *log_q = engine::ComputeProbabilities(logits, task.sampling);
+  for (float& p : *log_q) p = p > 0 ? std::log(p) : -std::numeric_limits<float>::infinity();
+  return *log_q;
 }
 
 // Where a task's alternatives branch off its hypothesis H (n tokens): at position j, H's first j
@@ -341,7 +343,7 @@ std::vector<float> RankingRow(const ProposeTask& task, absl::Span<const float> l
 // position j (RankingRow; row 0 after the pending token, row j after H[j - 1]). Ranked by the
 // draft's own chance of that outcome: its probabilities of H[0..j) times that of the other
 // token; the first `wanted` (ties to the shorter prefix), none the draft gives no chance.
-std::vector<std::pair<int32_t, int32_t>> RankOutcomes(const std::vector<std::vector<float>>& rows,
+std::vector<std::pair<int32_t, int32_t>> RankOutcomes(const std::vector<absl::Span<const float>>& rows,
                                                       absl::Span<const int32_t> hypothesis, int32_t wanted) {
   std::vector<std::pair<double, std::pair<int32_t, int32_t>>> ranked;  // (-log chance, (j, token))
   double prefix = 0;  // log chance of H[0..j)
@@ -408,9 +410,11 @@ absl::Status DraftModelProposer::DraftAfterOutcomes(absl::Span<const ProposeTask
     state.tree_parents = steps[a].parents;
     const size_t committed = task.history->size() - static_cast<size_t>(task.assumed);
     const absl::Span<const int32_t> hypothesis(task.history->data() + committed, static_cast<size_t>(task.assumed));
-    std::vector<std::vector<float>> rows;
+    std::vector<std::vector<float>> log_q(task.sampling.greedy() ? 0 : static_cast<size_t>(task.assumed) + 1);
+    std::vector<absl::Span<const float>> rows;
     for (int32_t j = 0; j <= task.assumed; ++j) {
-      rows.push_back(RankingRow(task, absl::MakeConstSpan(forward.Row(row + j), vocab)));
+      rows.push_back(RankingRow(task, absl::MakeConstSpan(forward.Row(row + j), vocab),
+                                log_q.empty() ? nullptr : &log_q[static_cast<size_t>(j)]));
     }
     const float* last_logits = forward.Row(row + task.assumed);
     row += task.assumed + 1;

@@ -131,7 +131,7 @@ void GoodputModel::ComputePipelineExposure() {
         const int32_t alternatives = std::min(model_.draft_ahead_alternatives(), d + 1);
         ahead_ctx.insert(ahead_ctx.end(), static_cast<size_t>(1 + alternatives), ctx[j] + d + 1);
         const double hypothesis = std::pow(acceptance[j], d + 1);
-        hit += alternatives > 0 ? model_.DraftAheadLands(hypothesis, greedy[j]) : hypothesis;
+        hit += model_.DraftAheadLands(hypothesis, greedy[j]);  // the hypothesis alone without alternatives
       }
       hit /= n;
       ahead_depths.assign(ahead_ctx.size(), d + 1);

@@ -138,15 +138,15 @@ class LatencyModel {
   // Drafts made ahead that also cover other outcomes (RouterOptions::draft_ahead_alternatives):
   // how many each covers, and how often one of them holds where the hypothesis failed: an EMA
   // of observed misses from kAlternativeRescuePrior (kSampledAlternativeRescuePrior), one for
-  // greedy requests and one for sampled ones (a sampled target token is a draw, which the drafter's best other choice
-  // catches less often than a greedy target's). Each alternative is priced as one more chain in
-  // the draft made ahead.
+  // greedy requests and one for sampled ones (a sampled target token is a draw, which the
+  // drafter's best other choice catches less often than a greedy target's). Each alternative is
+  // priced as one more chain in the draft made ahead.
   void set_draft_ahead_alternatives(int32_t n) { draft_ahead_alternatives_ = n; }
   int32_t draft_ahead_alternatives() const { return draft_ahead_alternatives_; }
   void ObserveAlternativeOutcome(bool held, bool greedy);
   double alternative_rescue(bool greedy) const { return alternative_rescue_[greedy ? 0 : 1]; }
   // The chance that a greedy (or sampled) request's draft made ahead is used, when its
-  // hypothesis holds with chance `hypothesis`.
+  // hypothesis holds with chance `hypothesis` (that chance itself without alternatives).
   double DraftAheadLands(double hypothesis, bool greedy) const {
     return draft_ahead_alternatives_ > 0 ? hypothesis + (1 - hypothesis) * alternative_rescue(greedy) : hypothesis;
   }

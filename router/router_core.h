@@ -346,16 +346,16 @@ class RouterCore {
   // The chance that request r's chain of k and the guess after it all land: its acceptance
   // estimate to the power k + 1.
   double ChainAndGuessLand(const Active& r, int32_t k) const;
-  // How many other outcomes request r's draft made ahead covers, its hypothesis `assumed`
-  // tokens long (RouterOptions::draft_ahead_alternatives).
-  int32_t AlternativesAhead(const Active& r, int32_t assumed) const;
+  // How many other outcomes a draft made ahead covers, its hypothesis `assumed` tokens long
+  // (RouterOptions::draft_ahead_alternatives).
+  int32_t AlternativesAhead(int32_t assumed) const;
   // The chance that r's draft made ahead after a chain of k is used: the hypothesis, or one of
   // the alternatives where it fails (LatencyModel::DraftAheadLands).
   double DraftAheadLands(const Active& r, int32_t k) const;
-  // What r's draft made ahead is predicted to cost the drafter: a chain of `depth` after
-  // `context` tokens, and as many more as r's alternatives.
-  double AheadDraftSeconds(const std::string& pool, const Active& r, int32_t context, int32_t depth,
-                           int32_t assumed) const;
+  // What a draft made ahead on `pool` is predicted to cost the drafter: a chain of `depth`
+  // after `context` tokens, and as many more as its alternatives (its hypothesis `assumed`
+  // tokens long).
+  double AheadDraftSeconds(const std::string& pool, int32_t context, int32_t depth, int32_t assumed) const;
   struct AheadCall;
   std::vector<AheadCall> PlanDraftAhead(const StepPlan& plan);
   // The calls of a draft-ahead (or a prefill's drafts), one per pool, each with its timeout.

@@ -95,20 +95,19 @@ double RouterCore::ChainAndGuessLand(const Active& r, int32_t k) const {
   return std::pow(std::clamp(tracker_.Request(r.id, r.pool), 0.0, 1.0), k + 1);
 }
 
-int32_t RouterCore::AlternativesAhead(const Active&, int32_t assumed) const {
+int32_t RouterCore::AlternativesAhead(int32_t assumed) const {
   return std::min(latency_.draft_ahead_alternatives(), assumed);
 }
 
 double RouterCore::DraftAheadLands(const Active& r, int32_t k) const {
-  const double hypothesis = ChainAndGuessLand(r, k);
-  return AlternativesAhead(r, k + 1) > 0 ? latency_.DraftAheadLands(hypothesis, r.request.sampling.greedy())
-                                         : hypothesis;
+  // The hypothesis alone where no alternatives are drafted (LatencyModel::DraftAheadLands).
+  return latency_.DraftAheadLands(ChainAndGuessLand(r, k), r.request.sampling.greedy());
 }
 
-double RouterCore::AheadDraftSeconds(const std::string& pool, const Active& r, int32_t context, int32_t depth,
+double RouterCore::AheadDraftSeconds(const std::string& pool, int32_t context, int32_t depth,
                                      int32_t assumed) const {
   // Each other outcome drafted for is one more chain of the same depth in the call's forwards.
-  const size_t chains = 1 + static_cast<size_t>(AlternativesAhead(r, assumed));
+  const size_t chains = 1 + static_cast<size_t>(AlternativesAhead(assumed));
   return latency_.DraftSeconds(pool, std::vector<int32_t>(chains, context), std::vector<int32_t>(chains, depth));
 }
 
@@ -125,7 +124,7 @@ bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, doubl
   const std::vector<int32_t> ctx = {context}, levels = {k}, deeper_levels = {k + 1};
   const double chain = latency_.DraftSeconds(drafter, ctx, levels);
   const double deeper = latency_.DraftSeconds(drafter, ctx, deeper_levels);
-  const double ahead = AheadDraftSeconds(r.pool, r, context + k + 1, k + 1, k + 1);
+  const double ahead = AheadDraftSeconds(r.pool, context + k + 1, k + 1, k + 1);
   const double outlasting = std::max(0.0, ahead - verify_seconds);
   return (1 - hit) * (deeper + rpc) + outlasting < chain + rpc;
 }
@@ -165,7 +164,7 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     // waits for whether it lands or not.
     const double hit = DraftAheadLands(*r, k);
     const double draft_seconds =
-        AheadDraftSeconds(r->pool, *r, static_cast<int32_t>(r->history.size() + assumed.size()), depth,
+        AheadDraftSeconds(r->pool, static_cast<int32_t>(r->history.size() + assumed.size()), depth,
                           static_cast<int32_t>(assumed.size()));
     const double overrun = std::max(0.0, draft_seconds - verify_seconds);
     if (hit * (draft_seconds + latency_.RpcSeconds()) < overrun) continue;
@@ -178,7 +177,7 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     item.new_tokens.insert(item.new_tokens.end(), assumed.begin(), assumed.end());
     item.shape.depth = depth;
     item.sampling = r->request.sampling;
-    item.alternatives = AlternativesAhead(*r, static_cast<int32_t>(assumed.size()));
+    item.alternatives = AlternativesAhead(static_cast<int32_t>(assumed.size()));
     // With alternatives the hypothesis stays out of the drafter's committed history, so that
     // whichever outcome holds, the next call sends the committed tokens from before it.
     if (item.alternatives > 0) item.assumed_tokens = static_cast<int32_t>(assumed.size());
