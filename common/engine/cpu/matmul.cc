@@ -121,7 +121,7 @@ void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, 
 
 // One token's forward is nothing but reads, so it gets its own traversal: a thread's run of
 // rows is read as kStreams long streams (stream i holds `count` consecutive rows; a step takes
-// one row from each), each asking for its rows kStreamPrefetchBytes ahead. Short streams (the
+// one row from each), each asking for its rows kStreamPrefetchBytes ahead (AVX-512). Short streams (the
 // kRowBlock adjacent rows of a block) end before the hardware prefetchers ramp up, and a thread
 // waits at every new block; long ones keep them running. The medium model's batch-1 decode, 2
 // threads, the traversals alternating step by step in one process, medians of 30-40 steps, two
@@ -147,8 +147,15 @@ constexpr int kDecodeStreams = 4;
 template <>
 constexpr int kDecodeStreams<F32Weights> = 8;
 // About 6 KB ahead of each stream (2 rows of the medium model's F32 rows, 4 of its BF16 rows):
-// 3 KB measured the same for F32 and slower for BF16, 12 KB slower for BF16.
+// 3 KB measured the same for F32 and slower for BF16, 12 KB slower for BF16. With AVX2 none:
+// the hardware prefetchers keep four or eight streams coming on their own, and the prefetch
+// instructions only cost (Zen 3, medium model, batch-1 decode, eight alternating runs each,
+// medians: F32 12.75 ms with, 12.08 without; F16 6.48 / 6.63 and BF16 6.56 / 6.60 over five).
+#if defined(__AVX512F__)
 constexpr size_t kStreamPrefetchBytes = 6144;
+#else
+constexpr size_t kStreamPrefetchBytes = 0;
+#endif
 
 // Where W row `row`'s output goes: column `col` of part `out`, plus its bias (0 without one).
 struct RowOutput {
@@ -172,7 +179,7 @@ void StreamRun(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t first, 
   for (int64_t step = 0; step < count; ++step) {
     const int64_t i = direction > 0 ? step : count - 1 - step;
     const int64_t ahead = i + direction * prefetch_rows;
-    const bool prefetch = ahead >= 0 && ahead < count;
+    const bool prefetch = prefetch_rows > 0 && ahead >= 0 && ahead < count;
     const uint8_t* w_rows[kStreams];
     const uint8_t* prefetch_at[kStreams];
     for (int s = 0; s < kStreams; ++s) {

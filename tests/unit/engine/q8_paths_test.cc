@@ -67,7 +67,8 @@ TEST(Q8PathTest, ComputesTheStatedArithmeticBitForBit) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const auto& [n_out, n_in, n_tokens] : {std::tuple{67, 96, 7}, std::tuple{48, 64, 11}, std::tuple{33, 1056, 2},
-                                              std::tuple{5, 32, 1}, std::tuple{16, 128, 9}}) {
+                                              std::tuple{5, 32, 1}, std::tuple{16, 128, 9},
+                                              std::tuple{67, 96, 1}, std::tuple{256, 64, 1}}) {
     SCOPED_TRACE(::testing::Message() << n_out << "x" << n_in << ", " << n_tokens << " tokens");
     const std::vector<uint8_t> q8 = RandomQ8(n_out, n_in, rng);
     std::vector<float> x(static_cast<size_t>(n_tokens * n_in)), bias(static_cast<size_t>(n_out));
