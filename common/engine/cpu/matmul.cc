@@ -121,8 +121,8 @@ void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, 
 
 // One token's forward is nothing but reads, so it gets its own traversal: a thread's run of
 // rows is read as kStreams long streams (stream i holds `count` consecutive rows; a step takes
-// one row from each), each asking for its rows kStreamPrefetchBytes ahead (AVX-512). Short streams (the
-// kRowBlock adjacent rows of a block) end before the hardware prefetchers ramp up, and a thread
+// one row from each), each asking for its rows kStreamPrefetchBytes ahead with AVX-512. Short
+// streams (the kRowBlock adjacent rows of a block) end before the hardware prefetchers ramp up, and a thread
 // waits at every new block; long ones keep them running. The medium model's batch-1 decode, 2
 // threads, the traversals alternating step by step in one process, medians of 30-40 steps, two
 // runs: F32 row blocks 12.80 and 11.38 ms, 8 streams 12.09 and 10.25 (4 streams 12.46 and 10.78);
