@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/engine/sampling/sampler.h"
+#include "common/engine/sampling/splitmix.h"
 #include "drafter/tree_growth.h"
 
 namespace splitspec::drafter {
@@ -19,14 +20,6 @@ namespace {
 // rejection sampling.
 constexpr uint64_t kDraftStreamSalt = 0x9d2c5680a5c3f1b7ULL;
 
-uint64_t Mix64(uint64_t x) {  // SplitMix64's finaliser: nearby inputs, unrelated outputs
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // The draw for a chain token at `position` of the request's sequence, keyed by the position
 // rather than taken from a stream: the same context gives the same draft token whichever call
 // drafts it (a chain with the pipeline's guess, a draft made ahead and then dropped, the
@@ -35,7 +28,7 @@ uint64_t Mix64(uint64_t x) {  // SplitMix64's finaliser: nearby inputs, unrelate
 // the verifier once: a draft token at or past a rejection is discarded, and the next draft
 // starts after the token the verifier emitted there.
 engine::Rng ChainDrawRng(uint64_t seed, size_t position) {
-  return engine::Rng(Mix64((seed ^ kDraftStreamSalt) ^ Mix64(static_cast<uint64_t>(position) + 0x632be59bd9b4e019ULL)));
+  return engine::Rng(engine::Mix64((seed ^ kDraftStreamSalt) ^ engine::Mix64(static_cast<uint64_t>(position) + 0x632be59bd9b4e019ULL)));
 }
 
 }  // namespace

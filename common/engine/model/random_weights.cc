@@ -3,15 +3,10 @@
 
 #include <cmath>
 
+#include "common/engine/sampling/splitmix.h"
+
 namespace splitspec::engine {
 namespace {
-
-uint64_t SplitMix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 uint64_t RotateLeft(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -49,7 +44,6 @@ double Xoshiro256::Normal() {
   has_spare_ = true;
   return radius * std::cos(angle);
 }
-
 
 std::vector<float> NormalValues(int64_t n, float mean, float std, uint64_t seed) {
   Xoshiro256 rng(seed);

@@ -26,7 +26,6 @@ class Xoshiro256 {
   double spare_ = 0.0;
 };
 
-
 // `n` values drawn from N(mean, std^2) with a stream seeded by `seed`.
 std::vector<float> NormalValues(int64_t n, float mean, float std, uint64_t seed);
 

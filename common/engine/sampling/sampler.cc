@@ -8,17 +8,10 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/engine/sampling/splitmix.h"
 
 namespace splitspec::engine {
 namespace {
-
-uint64_t SplitMix64(uint64_t& state) {
-  state += 0x9e3779b97f4a7c15ULL;
-  uint64_t z = state;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 inline uint64_t RotL(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -130,7 +123,7 @@ std::vector<float> ComputeProbabilities(absl::Span<const float> logits,
 
 Rng::Rng(uint64_t seed) {
   uint64_t state = seed;
-  for (uint64_t& word : s_) word = SplitMix64(state);
+  for (uint64_t& word : s_) word = SplitMix64(&state);
 }
 
 uint64_t Rng::NextU64() {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "common/engine/sampling/sampler.h"
+#include "common/engine/sampling/splitmix.h"
 
 namespace splitspec::engine {
 namespace {
@@ -28,11 +29,9 @@ uint64_t NamedSeed(uint64_t seed, std::string_view name) {
     hash ^= static_cast<uint8_t>(c);
     hash *= 0x100000001b3ull;
   }
-  // One SplitMix64 step of seed ^ hash: nearby seeds and names, unrelated results.
-  uint64_t z = (seed ^ hash) + 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  // One SplitMix64 step from seed ^ hash: nearby seeds and names, unrelated results.
+  uint64_t state = seed ^ hash;
+  return SplitMix64(&state);
 }
 
 uint64_t ChooseSeed(std::optional<uint64_t> requested) {
