@@ -225,18 +225,63 @@ void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int
 
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
-// out[j][lane] for the 16 rows of a group (two halves of 8 lanes) and TB tokens from t.
 // maddubs multiplies unsigned by signed bytes, so the weights go back to signed (minus 128) and
 // the token's signs move onto them (|x| * sign(x) w); pairs then sum without saturation because
-// |q| <= 127, and a multiply-add by 1 sums each quad.
+// |q| <= 127, and a multiply-add by 1 sums each quad. The two tiles below share these steps.
+
+// One quad (64 bytes: 4 weights of 16 rows) as signed bytes, its two halves of 8 rows.
+inline void LoadQuad(const uint8_t* quad, __m256i w[2]) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int h = 0; h < 2; ++h) {
+    w[h] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad + 32 * h)), flip);
+  }
+}
+
+// sums[h] += the quad's 4 products for each of half h's 8 rows, for the token quad xq (its 4
+// values broadcast) with absolute values x_abs.
+inline void AddQuadProducts(const __m256i w[2], __m256i xq, __m256i x_abs, __m256i sums[2]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i pairs = _mm256_maddubs_epi16(x_abs, _mm256_sign_epi8(w[h], xq));
+    sums[h] = _mm256_add_epi32(sums[h], _mm256_madd_epi16(pairs, ones));
+  }
+}
+
+// The 16 rows' weight scales of block b, as two halves of 8 lanes.
+inline void LoadBlockScales(const uint8_t* group, int64_t b, __m256 w_scale[2]) {
+  const uint16_t* scales = Q8GroupScales(group) + b * kQ8GroupRows;
+  for (int h = 0; h < 2; ++h) {
+    w_scale[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 8 * h)));
+  }
+}
+
+// acc[h] = fma(f32(sums[h]), w_scale[h] * x_scale, acc[h]): a block's exact sums scaled into
+// the outputs, in block order.
+inline void AddScaledBlock(const __m256i sums[2], const __m256 w_scale[2], float x_scale, __m256 acc[2]) {
+  for (int h = 0; h < 2; ++h) {
+    const __m256 scale = _mm256_mul_ps(w_scale[h], _mm256_set1_ps(x_scale));
+    acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[h]), scale, acc[h]);
+  }
+}
+
+// Token quad q of a token's values, broadcast to every lane, and its absolute values.
+inline void BroadcastQuad(const int8_t* values, int64_t q, __m256i* xq, __m256i* x_abs) {
+  *xq = _mm256_set1_epi32(Quad(values, q));
+  *x_abs = _mm256_abs_epi8(*xq);
+}
+
+inline void StoreHalves(const __m256 acc[2], float out[kQ8GroupRows]) {
+  _mm256_storeu_ps(out, acc[0]);
+  _mm256_storeu_ps(out + 8, acc[1]);
+}
+
+// out[j][lane] for the 16 rows of a group (two halves of 8 lanes) and TB tokens from t: each
+// quad loaded once for the TB tokens.
 template <int TB>
 void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int64_t t, const char* prefetch,
                size_t prefetch_bytes_per_step, float out[TB][kQ8GroupRows]) {
   const int64_t n_blocks = n_in / kQ8BlockSize;
-  const uint16_t* scales = Q8GroupScales(group);
   const uint8_t* values = Q8GroupValues(group, n_in);
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   __m256 acc[TB][2];
   for (int j = 0; j < TB; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -244,45 +289,28 @@ void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int
     __m256i sums[TB][2];
     for (int j = 0; j < TB; ++j) sums[j][0] = sums[j][1] = _mm256_setzero_si256();
     for (int q = 0; q < kQ8BlockQuads; ++q) {
-      const uint8_t* quad = values + (b * kQ8BlockQuads + q) * kQ8QuadBytes;
       __m256i w[2];
-      for (int h = 0; h < 2; ++h) {
-        w[h] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad + 32 * h)), flip);
-      }
+      LoadQuad(values + (b * kQ8BlockQuads + q) * kQ8QuadBytes, w);
       for (int j = 0; j < TB; ++j) {
-        const __m256i xq = _mm256_set1_epi32(Quad(x.values(t + j), b * kQ8BlockQuads + q));
-        const __m256i x_abs = _mm256_abs_epi8(xq);
-        for (int h = 0; h < 2; ++h) {
-          const __m256i pairs = _mm256_maddubs_epi16(x_abs, _mm256_sign_epi8(w[h], xq));
-          sums[j][h] = _mm256_add_epi32(sums[j][h], _mm256_madd_epi16(pairs, ones));
-        }
+        __m256i xq, x_abs;
+        BroadcastQuad(x.values(t + j), b * kQ8BlockQuads + q, &xq, &x_abs);
+        AddQuadProducts(w, xq, x_abs, sums[j]);
       }
     }
-    for (int h = 0; h < 2; ++h) {
-      const __m256 w_scale = _mm256_cvtph_ps(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b * kQ8GroupRows + 8 * h)));
-      for (int j = 0; j < TB; ++j) {
-        const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(x.scales(t + j)[b]));
-        acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[j][h]), scale, acc[j][h]);
-      }
-    }
+    __m256 w_scale[2];
+    LoadBlockScales(group, b, w_scale);
+    for (int j = 0; j < TB; ++j) AddScaledBlock(sums[j], w_scale, x.scales(t + j)[b], acc[j]);
   }
-  for (int j = 0; j < TB; ++j) {
-    _mm256_storeu_ps(out[j], acc[j][0]);
-    _mm256_storeu_ps(out[j] + 8, acc[j][1]);
-  }
+  for (int j = 0; j < TB; ++j) StoreHalves(acc[j], out[j]);
 }
 
 // One token against S groups at once, out[s] for groups[s]: GroupTile<1>'s arithmetic for each
-// group, the groups interleaved (see DecodeGroups for why). The token's broadcast quad and its
-// absolute values serve all S groups. Each group's sums, scaling and order are GroupTile<1>'s,
-// so the results are the same bits.
+// group, the groups interleaved (see DecodeGroups for why), the token's broadcast quad shared
+// by the S groups. Each group's sums, scaling and order are GroupTile<1>'s: the same bits.
 template <int S>
 void GroupStreamsTile(const uint8_t* const groups[S], int64_t n_in, const QuantizedTokens& x,
                       float out[S][kQ8GroupRows]) {
   const int64_t n_blocks = n_in / kQ8BlockSize;
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const uint8_t* values[S];
   for (int s = 0; s < S; ++s) values[s] = Q8GroupValues(groups[s], n_in);
   __m256 acc[S][2];
@@ -291,31 +319,21 @@ void GroupStreamsTile(const uint8_t* const groups[S], int64_t n_in, const Quanti
     __m256i sums[S][2];
     for (int s = 0; s < S; ++s) sums[s][0] = sums[s][1] = _mm256_setzero_si256();
     for (int q = 0; q < kQ8BlockQuads; ++q) {
-      const __m256i xq = _mm256_set1_epi32(Quad(x.values(0), b * kQ8BlockQuads + q));
-      const __m256i x_abs = _mm256_abs_epi8(xq);
+      __m256i xq, x_abs;
+      BroadcastQuad(x.values(0), b * kQ8BlockQuads + q, &xq, &x_abs);
       for (int s = 0; s < S; ++s) {
-        const uint8_t* quad = values[s] + (b * kQ8BlockQuads + q) * kQ8QuadBytes;
-        for (int h = 0; h < 2; ++h) {
-          const __m256i w =
-              _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad + 32 * h)), flip);
-          const __m256i pairs = _mm256_maddubs_epi16(x_abs, _mm256_sign_epi8(w, xq));
-          sums[s][h] = _mm256_add_epi32(sums[s][h], _mm256_madd_epi16(pairs, ones));
-        }
+        __m256i w[2];
+        LoadQuad(values[s] + (b * kQ8BlockQuads + q) * kQ8QuadBytes, w);
+        AddQuadProducts(w, xq, x_abs, sums[s]);
       }
     }
-    const __m256 x_scale = _mm256_set1_ps(x.scales(0)[b]);
     for (int s = 0; s < S; ++s) {
-      for (int h = 0; h < 2; ++h) {
-        const __m256 w_scale = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(Q8GroupScales(groups[s]) + b * kQ8GroupRows + 8 * h)));
-        acc[s][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[s][h]), _mm256_mul_ps(w_scale, x_scale), acc[s][h]);
-      }
+      __m256 w_scale[2];
+      LoadBlockScales(groups[s], b, w_scale);
+      AddScaledBlock(sums[s], w_scale, x.scales(0)[b], acc[s]);
     }
   }
-  for (int s = 0; s < S; ++s) {
-    _mm256_storeu_ps(out[s], acc[s][0]);
-    _mm256_storeu_ps(out[s] + 8, acc[s][1]);
-  }
+  for (int s = 0; s < S; ++s) StoreHalves(acc[s], out[s]);
 }
 
 #else  // portable: the same arithmetic, lane by lane
