@@ -1,5 +1,10 @@
 // TrainTokenizer: posix_spawnp("spm_train") with its output sent to a log file, then a check of
 // the vocabulary it wrote (size and special-token ids), which the model config relies on.
+//
+// spm_train records its command line (the input's and the output prefix's paths among it) in
+// the model it writes, so the same corpus trained into two directories gave two different
+// tokenizer.model files. It runs inside the output directory, reading the corpus through a link
+// there, so that every path it records is relative and the file depends on the corpus alone.
 #include "common/engine/model/tokenizer_trainer.h"
 
 #include <fcntl.h>
@@ -10,6 +15,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -31,14 +37,21 @@ std::string ReadTail(const std::string& path, size_t max_chars) {
   return all.size() <= max_chars ? all : all.substr(all.size() - max_chars);
 }
 
-// Runs `argv` with stdout and stderr appended to `log_path`; returns its exit status or -1.
-absl::StatusOr<int> RunLogged(const std::vector<std::string>& args, const std::string& log_path) {
+constexpr char kCorpusLink[] = "tokenizer_corpus.txt";
+constexpr char kModelPrefix[] = "tokenizer";
+constexpr char kLogName[] = "spm_train.log";
+
+// Runs `argv` in directory `dir` with stdout and stderr sent to `dir`/`log_name`; returns its
+// exit status or -1.
+absl::StatusOr<int> RunLoggedIn(const std::string& dir, const std::vector<std::string>& args,
+                                const std::string& log_name) {
   std::vector<char*> argv;
   for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+  posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_name.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   pid_t pid = 0;
@@ -72,6 +85,23 @@ absl::Status CheckVocab(const std::string& vocab_path, int vocab_size) {
   return absl::OkStatus();
 }
 
+// A symbolic link `out_dir`/kCorpusLink to the corpus (by its absolute path, as spm_train runs
+// inside `out_dir`); returns the link's path.
+absl::StatusOr<std::string> LinkCorpusInto(const std::string& corpus, const std::string& out_dir) {
+  char* absolute = ::realpath(corpus.c_str(), nullptr);
+  if (absolute == nullptr) {
+    return absl::NotFoundError(absl::StrCat("tokenizer corpus ", corpus, ": ", std::strerror(errno)));
+  }
+  const std::string target = absolute;
+  std::free(absolute);
+  const std::string link = absl::StrCat(out_dir, "/", kCorpusLink);
+  std::remove(link.c_str());  // a link left by an interrupted run
+  if (::symlink(target.c_str(), link.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot link ", link, " to the corpus: ", std::strerror(errno)));
+  }
+  return link;
+}
+
 }  // namespace
 
 std::string DefaultTokenizerCorpus() {
@@ -84,13 +114,13 @@ absl::Status TrainTokenizer(const std::string& corpus, int vocab_size, const std
     return absl::NotFoundError(
         absl::StrCat("tokenizer corpus ", corpus, " not found (use --corpus)"));
   }
-  const std::string prefix = out_dir + "/tokenizer";
-  const std::string log_path = out_dir + "/spm_train.log";
+  absl::StatusOr<std::string> link = LinkCorpusInto(corpus, out_dir);
+  if (!link.ok()) return link.status();
   // Llama's trainer settings, so our tokenizer exercises the same code paths as real models.
   const std::vector<std::string> args = {
       "spm_train",
-      "--input=" + corpus,
-      "--model_prefix=" + prefix,
+      absl::StrCat("--input=", kCorpusLink),
+      absl::StrCat("--model_prefix=", kModelPrefix),
       absl::StrCat("--vocab_size=", vocab_size),
       "--model_type=bpe",
       "--byte_fallback=true",
@@ -106,8 +136,10 @@ absl::Status TrainTokenizer(const std::string& corpus, int vocab_size, const std
       "--pad_id=-1",
       "--num_threads=2",
   };
-  absl::StatusOr<int> exit_code = RunLogged(args, log_path);
+  absl::StatusOr<int> exit_code = RunLoggedIn(out_dir, args, kLogName);
+  std::remove(link->c_str());
   if (!exit_code.ok()) return exit_code.status();
+  const std::string log_path = absl::StrCat(out_dir, "/", kLogName);
   if (*exit_code != 0) {
     const std::string tail = ReadTail(log_path, 600);
     std::remove(log_path.c_str());
@@ -115,8 +147,9 @@ absl::Status TrainTokenizer(const std::string& corpus, int vocab_size, const std
         absl::StrCat("spm_train failed (exit ", *exit_code, ") on ", corpus, ":\n", tail));
   }
   std::remove(log_path.c_str());
-  absl::Status vocab = CheckVocab(prefix + ".vocab", vocab_size);
-  std::remove((prefix + ".vocab").c_str());  // HF model directories carry only the .model
+  const std::string vocab_path = absl::StrCat(out_dir, "/", kModelPrefix, ".vocab");
+  absl::Status vocab = CheckVocab(vocab_path, vocab_size);
+  std::remove(vocab_path.c_str());  // HF model directories carry only the .model
   return vocab;
 }
 

@@ -3,11 +3,13 @@
 #include "common/engine/model/model_maker.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -282,6 +284,25 @@ TEST(ModelMakerTest, MissingCorpusIsNotFound) {
   const absl::Status status = MakeModel(options);
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_NE(status.message().find("no_such_corpus.txt"), std::string::npos) << status;
+}
+
+// spm_train writes its command line into the model; run where it was, the file named the output
+// directory and the corpus's path, so the same model made twice differed in its tokenizer.
+TEST(ModelMakerTest, TheTokenizerDependsOnTheCorpusNotOnTheDirectories) {
+  const std::string a = FreshDir(), b = FreshDir() + "/a/longer/path/than/the/first";
+  const std::string copy_dir = FreshDir();
+  testing::WriteBytes(copy_dir + "/corpus.txt", ReadBytes(DefaultTokenizerCorpus()));
+  ASSERT_TRUE(TrainTokenizer(DefaultTokenizerCorpus(), 512, a).ok());
+  std::filesystem::create_directories(b);
+  ASSERT_TRUE(TrainTokenizer(copy_dir + "/corpus.txt", 512, b).ok());
+  const std::string model_a = ReadBytes(a + "/tokenizer.model");
+  ASSERT_FALSE(model_a.empty());
+  EXPECT_EQ(model_a, ReadBytes(b + "/tokenizer.model"));
+  EXPECT_EQ(model_a.find(a), std::string::npos);
+  // Nothing but the model stays behind: the corpus link, the log and the .vocab are removed.
+  for (const char* name : {"tokenizer_corpus.txt", "spm_train.log", "tokenizer.vocab"}) {
+    EXPECT_NE(::access((b + "/" + name).c_str(), F_OK), 0) << name;
+  }
 }
 
 // The bundled corpus fills the largest preset's vocabulary (spm_train refuses a vocabulary the
