@@ -1,32 +1,11 @@
-// xoshiro256** (Blackman & Vigna) with splitmix64 seeding; Box-Muller normals.
+// Uniforms and Box-Muller normals over xoshiro256** (sampling/xoshiro256.h).
 #include "common/engine/model/random_weights.h"
 
 #include <cmath>
 
-#include "common/engine/sampling/splitmix.h"
-
 namespace splitspec::engine {
-namespace {
 
-uint64_t RotateLeft(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-}  // namespace
-
-Xoshiro256::Xoshiro256(uint64_t seed) {
-  for (uint64_t& word : state_) word = SplitMix64(&seed);
-}
-
-uint64_t Xoshiro256::Next() {
-  const uint64_t result = RotateLeft(state_[1] * 5, 7) * 9;
-  const uint64_t t = state_[1] << 17;
-  state_[2] ^= state_[0];
-  state_[3] ^= state_[1];
-  state_[1] ^= state_[2];
-  state_[0] ^= state_[3];
-  state_[2] ^= t;
-  state_[3] = RotateLeft(state_[3], 45);
-  return result;
-}
+uint64_t Xoshiro256::Next() { return generator_.Next(); }
 
 double Xoshiro256::Uniform() {
   // (k + 0.5) / 2^53 for a 53-bit k: never 0, so log() below is finite.

@@ -8,12 +8,14 @@
 #include <string_view>
 #include <vector>
 
+#include "common/engine/sampling/xoshiro256.h"
+
 namespace splitspec::engine {
 
 // Not thread-safe; use one per thread.
 class Xoshiro256 {
  public:
-  explicit Xoshiro256(uint64_t seed);
+  explicit Xoshiro256(uint64_t seed) : generator_(seed) {}
   uint64_t Next();
   // Uniform in the open interval (0, 1), 53 bits.
   double Uniform();
@@ -21,7 +23,7 @@ class Xoshiro256 {
   double Normal();
 
  private:
-  uint64_t state_[4];
+  Xoshiro256StarStar generator_;
   bool has_spare_ = false;
   double spare_ = 0.0;
 };

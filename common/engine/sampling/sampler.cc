@@ -8,12 +8,10 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "common/engine/sampling/splitmix.h"
 
 namespace splitspec::engine {
 namespace {
 
-inline uint64_t RotL(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 // A logit that can carry probability mass: NaN and -inf never do.
 inline bool Usable(float logit) {
@@ -121,22 +119,7 @@ std::vector<float> ComputeProbabilities(absl::Span<const float> logits,
   return probs;
 }
 
-Rng::Rng(uint64_t seed) {
-  uint64_t state = seed;
-  for (uint64_t& word : s_) word = SplitMix64(&state);
-}
-
-uint64_t Rng::NextU64() {
-  const uint64_t result = RotL(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = RotL(s_[3], 45);
-  return result;
-}
+uint64_t Rng::NextU64() { return generator_.Next(); }
 
 double Rng::NextUniform() {
   return static_cast<double>(NextU64() >> 11) * (1.0 / 9007199254740992.0);  // 2^-53

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/engine/sampling/xoshiro256.h"
 
 namespace splitspec::engine {
 
@@ -32,17 +33,17 @@ int32_t Argmax(absl::Span<const float> logits);
 std::vector<float> ComputeProbabilities(absl::Span<const float> logits,
                                         const SamplingParams& params);
 
-// xoshiro256** seeded through splitmix64: small, fast and identical on every platform
-// (std:: distributions are not, so we never use them for sampling).
+// A request's draws: xoshiro256** (xoshiro256.h), so that a seed gives the same tokens on every
+// platform (std:: distributions do not, so sampling never uses them).
 // Not thread-safe: one per request, used by one thread at a time.
 class Rng {
  public:
-  explicit Rng(uint64_t seed);
+  explicit Rng(uint64_t seed) : generator_(seed) {}
   uint64_t NextU64();
   double NextUniform();  // in [0, 1), 53 random bits
 
  private:
-  uint64_t s_[4];
+  Xoshiro256StarStar generator_;
 };
 
 // Draws an index from `probs` (need not be normalised; must have a positive sum).

@@ -1,6 +1,6 @@
 // SplitMix64 (Steele, Lea and Flood 2014): the mixer every seeded stream here starts from. The
-// samplers' xoshiro generators and the random models' weights seed their state words with it,
-// and named or positional streams derive their seeds through its finaliser.
+// xoshiro256** generator (xoshiro256.h) seeds its state words with it, and named or positional
+// streams derive their seeds through its finaliser.
 #ifndef SPLITSPEC_COMMON_ENGINE_SAMPLING_SPLITMIX_H_
 #define SPLITSPEC_COMMON_ENGINE_SAMPLING_SPLITMIX_H_
 
