@@ -173,9 +173,9 @@ void PrintBasePagesComparison(Bench& bench, const std::string& model_dir, const 
 
 int RunBenchEngine(const Args& args) {
   const std::string model_dir = args.Require("model");
-  const int threads = static_cast<int>(args.GetInt("threads", 0));
-  const int context = static_cast<int>(args.GetInt("context", 64));
-  const int steps = static_cast<int>(args.GetInt("steps", 16));
+  const int threads = static_cast<int>(args.GetIntInRange("threads", 0, 0, 4096));
+  const int context = static_cast<int>(args.GetIntInRange("context", 64, 1, 1 << 20));
+  const int steps = static_cast<int>(args.GetIntInRange("steps", 16, 1, 1 << 20));
   const bool f32 = args.Has("f32-weights");
   const std::vector<int> batches = args.GetPositiveIntList("batches", "1,8,32");
   const std::vector<int> forward_tokens = args.GetPositiveIntList("forward-tokens", "1,2,3,4,5,6,8,16");
@@ -200,6 +200,13 @@ int RunBenchEngine(const Args& args) {
     return 1;
   }
   const engine::ModelConfig& c = (*model)->config();
+  // A sequence holds the context, then grows by a step at a time or by the longest forward.
+  const int longest = std::max(steps, *std::max_element(forward_tokens.begin(), forward_tokens.end()));
+  if (static_cast<int64_t>(context) + longest > c.max_position_embeddings) {
+    std::fprintf(stderr, "error: --context %d with %d more tokens runs past the model's context of %d positions\n",
+                 context, longest, c.max_position_embeddings);
+    return 2;
+  }
   const int max_batch = *std::max_element(batches.begin(), batches.end());
   auto kv = (*model)->CreateKvCache(max_batch * ((context + steps + 8) / 16 + 2) + 16, 16, kv_dtype);
   if (!kv.ok()) {

@@ -1,6 +1,7 @@
 // `splitspec generate`: plain generation on the local engine (--model, on --device cpu|cuda[:N]),
 // or through a running router (--router, handled by the `generate-remote` command when the
 // services are built).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -35,14 +36,14 @@ int RunGenerate(const Args& args) {
   const std::string model_dir = args.Require("model");
   const std::string prompt = args.Require("prompt");
   GenerateOptions options;
-  options.max_tokens = static_cast<int>(args.GetInt("max-tokens", 64));
+  options.max_tokens = static_cast<int>(args.GetIntInRange("max-tokens", 64, 1, 1 << 20));
   options.sampling.temperature = static_cast<float>(args.GetDouble("temperature", 0.0));
   options.sampling.top_k = static_cast<int>(args.GetInt("top-k", 0));
   options.sampling.top_p = static_cast<float>(args.GetDouble("top-p", 1.0));
   // Unset: a fresh seed, printed with the summary so the run can be repeated.
-  options.sampling.seed = engine::ChooseSeed(args.Has("seed") ? std::optional<uint64_t>(args.GetInt("seed", 0))
+  options.sampling.seed = engine::ChooseSeed(args.Has("seed") ? std::optional<uint64_t>(args.GetUint64("seed", 0))
                                                               : std::nullopt);
-  const int threads = static_cast<int>(args.GetInt("threads", 0));
+  const int threads = static_cast<int>(args.GetIntInRange("threads", 0, 0, 4096));
   const engine::DeviceSpec device = DeviceFlagOrExit(args);
   engine::ModelLoadOptions load_options;
   load_options.quantize = QuantizeFlagOrExit(args);
@@ -62,7 +63,10 @@ int RunGenerate(const Args& args) {
   }
   const std::vector<int32_t> prompt_tokens = (*tokenizer)->Encode(prompt, /*add_bos=*/true);
   const int block_size = 16;
-  const int n_blocks = static_cast<int>((prompt_tokens.size() + options.max_tokens) / block_size + 2);
+  // The sequence never outgrows the model's context (GenerateTokens stops there).
+  const int64_t max_length = std::min<int64_t>(static_cast<int64_t>(prompt_tokens.size()) + options.max_tokens,
+                                               (*model)->config().max_position_embeddings);
+  const int n_blocks = static_cast<int>(max_length / block_size + 2);
   auto kv = (*model)->CreateKvCache(n_blocks, block_size, kv_dtype);
   if (!kv.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(kv.status().message()).c_str());
@@ -96,9 +100,16 @@ int RunGenerate(const Args& args) {
   const std::string seed = options.sampling.greedy()
                                ? std::string()
                                : ", seed " + std::to_string(options.sampling.seed);
+  // Neither max_tokens nor eos: GenerateTokens stopped at the model's context.
+  const bool context_full = static_cast<int>(n) < options.max_tokens && (n == 0 || result->back() != options.eos_id);
+  const std::string stop =
+      context_full ? "; stopped: the model's context of " + std::to_string((*model)->config().max_position_embeddings) +
+                         " positions is full"
+                   : std::string();
   std::fprintf(stderr,
-               "\n[%zu prompt tokens, %zu generated in %.3f s: prefill+first token %.1f ms, decode %.1f tokens/s%s]\n",
-               prompt_tokens.size(), n, total, (total - decode) * 1e3, n > 1 ? (n - 1) / decode : 0.0, seed.c_str());
+               "\n[%zu prompt tokens, %zu generated in %.3f s: prefill+first token %.1f ms, decode %.1f tokens/s%s%s]\n",
+               prompt_tokens.size(), n, total, (total - decode) * 1e3, n > 1 ? (n - 1) / decode : 0.0, seed.c_str(),
+               stop.c_str());
   return 0;
 }
 
@@ -107,7 +118,8 @@ const RegisterCommand kRegister(
     "  --model DIR               generate locally with this model directory\n"
     "  --router ADDR             generate through a running router instead (see generate-remote)\n"
     "  --prompt TEXT             the prompt (required)\n"
-    "  --max-tokens N            tokens to generate at most (64)\n"
+    "  --max-tokens N            tokens to generate at most (64; generation also stops when\n"
+    "                            the model's context, max_position_embeddings, is full)\n"
     "  --temperature T           0 = greedy (0)\n"
     "  --top-k K                 0 = no top-k cut (0)\n"
     "  --top-p P                 1 = no nucleus cut (1)\n"

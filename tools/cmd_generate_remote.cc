@@ -36,7 +36,7 @@ int RunGenerateRemote(const Args& args) {
   request.mutable_sampling()->set_top_k(static_cast<int32_t>(args.GetInt("top-k", 0)));
   request.mutable_sampling()->set_top_p(static_cast<float>(args.GetDouble("top-p", 1.0)));
   // Unset: the router picks a fresh seed and reports it in the final message.
-  if (args.Has("seed")) request.mutable_sampling()->set_seed(static_cast<uint64_t>(args.GetInt("seed", 0)));
+  if (args.Has("seed")) request.mutable_sampling()->set_seed(args.GetUint64("seed", 0));
   const bool quiet = args.Has("quiet");
   args.CheckAllUsed();
 

@@ -94,7 +94,7 @@ int Run(const Args& args) {
     return 2;
   }
   options.dtype = *dtype;
-  options.seed = static_cast<uint64_t>(args.GetInt("seed", 0));
+  options.seed = args.GetUint64("seed", 0);
   options.tie_embeddings = OptionalSwitch(args, "tie-embeddings");
   options.attention_bias = OptionalSwitch(args, "attention-bias");
   options.rope_llama3 = OptionalSwitch(args, "rope-llama3");

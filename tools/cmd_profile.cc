@@ -158,7 +158,7 @@ std::optional<std::string> ReadFlags(const Args& args, ProfileRequest* request) 
   if (grid.repeats < 1) return "--repeats must be >= 1";
   request->grid_text = absl::StrCat("batch sizes ", batch_text, ", contexts ", context_text, ", depths ", depth_text,
                                     ", ", grid.repeats, " repeats");
-  request->seed = static_cast<uint64_t>(args.GetInt("seed", 1));
+  request->seed = args.GetUint64("seed", 1);
   request->wait_seconds = args.GetDouble("wait-seconds", 30);
   request->verbose = args.Has("verbose");
   args.CheckAllUsed();

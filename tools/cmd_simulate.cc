@@ -88,9 +88,9 @@ int RunSimulate(const Args& args) {
     return Fail("Beta parameters must be > 0");
   }
   config.pools = absl::StrSplit(args.GetString("pools", "default"), ',', absl::SkipEmpty());
-  config.max_k = static_cast<int32_t>(args.GetInt("max-k", 8));
-  config.max_running = static_cast<int32_t>(args.GetInt("max-running", 256));
-  config.seed = static_cast<uint64_t>(args.GetInt("seed", 1));
+  config.max_k = static_cast<int32_t>(args.GetIntInRange("max-k", 8, 0, 256));
+  config.max_running = static_cast<int32_t>(args.GetIntInRange("max-running", 256, 1, 1 << 16));
+  config.seed = args.GetUint64("seed", 1);
   const std::string json_path = args.GetString("json");
   args.CheckAllUsed();
 

@@ -3,6 +3,7 @@
 #ifndef SPLITSPEC_TOOLS_COMMAND_H_
 #define SPLITSPEC_TOOLS_COMMAND_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -20,6 +21,10 @@ class Args {
   std::string GetString(const std::string& name, const std::string& fallback = "") const;
   // Exits with a message when present but not a number.
   long long GetInt(const std::string& name, long long fallback) const;
+  // An unsigned 64-bit value (seeds: every value ChooseSeed prints must be accepted back).
+  uint64_t GetUint64(const std::string& name, uint64_t fallback) const;
+  // GetInt, and exits with a message naming the flag and [min, max] when outside them.
+  long long GetIntInRange(const std::string& name, long long fallback, long long min, long long max) const;
   double GetDouble(const std::string& name, double fallback) const;
   // "1,8,32" -> {1, 8, 32}; `fallback` when absent. Exits with a message naming the flag when
   // an item is not a positive integer.

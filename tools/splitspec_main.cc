@@ -1,4 +1,5 @@
 // `splitspec SUBCOMMAND [flags]`: dispatches to the subcommands registered in tools/cmd_*.cc.
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -41,12 +42,36 @@ long long Args::GetInt(const std::string& name, long long fallback) const {
   const std::string value = GetString(name);
   if (value.empty()) return fallback;
   char* end = nullptr;
+  errno = 0;
   const long long parsed = std::strtoll(value.c_str(), &end, 10);
-  if (*end != '\0') {
+  if (*end != '\0' || errno == ERANGE) {
     std::fprintf(stderr, "error: --%s expects an integer, got '%s'\n", name.c_str(), value.c_str());
     std::exit(2);
   }
   return parsed;
+}
+
+uint64_t Args::GetUint64(const std::string& name, uint64_t fallback) const {
+  const std::string value = GetString(name);
+  if (value.empty()) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  // strtoull takes "-1" as 2^64 - 1: only digits are a number here.
+  const unsigned long long parsed = std::strtoull(value.c_str(), &end, 10);
+  if (value.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE) {
+    std::fprintf(stderr, "error: --%s expects an integer in [0, 2^64), got '%s'\n", name.c_str(), value.c_str());
+    std::exit(2);
+  }
+  return parsed;
+}
+
+long long Args::GetIntInRange(const std::string& name, long long fallback, long long min, long long max) const {
+  const long long value = GetInt(name, fallback);
+  if (value < min || value > max) {
+    std::fprintf(stderr, "error: --%s must be in [%lld, %lld], got %lld\n", name.c_str(), min, max, value);
+    std::exit(2);
+  }
+  return value;
 }
 
 std::vector<int> Args::GetPositiveIntList(const std::string& name, const std::string& fallback) const {

@@ -21,8 +21,11 @@ struct GenerateOptions {
   std::function<bool(int32_t token)> on_token;
 };
 
-// Prefills `prompt` into a fresh sequence of `kv` and decodes one token per step. The
-// sequence is released before returning. INVALID_ARGUMENT for an empty prompt.
+// Prefills `prompt` into a fresh sequence of `kv` and decodes one token per step, until
+// max_tokens, eos, or the model's context (config().max_position_embeddings) is full: as in the
+// verifier, a forward feeds positions below it, so at most context - prompt + 1 tokens come.
+// The sequence is released before returning. INVALID_ARGUMENT for an empty prompt, OUT_OF_RANGE
+// for a prompt of context tokens or more.
 absl::StatusOr<std::vector<int32_t>> GenerateTokens(LlamaModel& model, KvCache& kv,
                                                     const std::vector<int32_t>& prompt,
                                                     const GenerateOptions& options);

@@ -2,7 +2,8 @@
 // engine-running `splitspec` subcommands): --device cpu serves and generates end to end (the
 // verifier also with --tp 2, ranks as threads, checked against plain greedy decoding over
 // gRPC), an unknown device is a usage error, and cuda without the CUDA backend or without a GPU
-// exits 2 with the reason instead of crashing.
+// exits 2 with the reason instead of crashing. Also the subcommands' numbers out of range, and
+// the model's context, refused with the flag named.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -368,6 +370,51 @@ TEST(DeviceFlagTest, NgramDrafterRefusesADevice) {
       RunCommand({SPLITSPEC_DRAFTER_BIN, "--ngram", "--device", "cpu", "--port", "0"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--device goes with --model"), std::string::npos) << r.output;
+}
+
+// Numbers outside what a command can run with are usage errors naming the flag, never a crash:
+// `bench-engine --steps 0` used to end in a segmentation fault, `--context -3` in an uncaught
+// exception, `generate --max-tokens -5` in an empty run.
+TEST(DeviceFlagTest, NumbersOutOfRangeAreUsageErrors) {
+  const std::string target = GetTestModels().target_dir;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{SPLITSPEC_CLI_BIN, "bench-engine", "--model", target, "--steps", "0"}, "--steps must be in [1, "},
+      {{SPLITSPEC_CLI_BIN, "bench-engine", "--model", target, "--context", "-3"}, "--context must be in [1, "},
+      {{SPLITSPEC_CLI_BIN, "bench-engine", "--model", target, "--threads", "-1"}, "--threads must be in [0, "},
+      {{SPLITSPEC_CLI_BIN, "bench-engine", "--model", target, "--context", "100000", "--batches", "1"},
+       "runs past the model's context of "},
+      {{SPLITSPEC_CLI_BIN, "generate", "--model", target, "--prompt", "x", "--max-tokens", "-5"},
+       "--max-tokens must be in [1, "},
+      {{SPLITSPEC_CLI_BIN, "generate", "--model", target, "--prompt", "x", "--max-tokens", "99999999999"},
+       "--max-tokens must be in [1, "},
+      {{SPLITSPEC_CLI_BIN, "generate", "--model", target, "--prompt", "x", "--seed", "-1"},
+       "--seed expects an integer in [0, 2^64)"},
+      {{SPLITSPEC_CLI_BIN, "generate", "--model", target, "--prompt", "x", "--seed", "18446744073709551616"},
+       "--seed expects an integer in [0, 2^64)"},
+  };
+  for (const auto& [argv, message] : cases) {
+    const CommandResult r = RunCommand(argv);
+    EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(argv, " ") << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << absl::StrJoin(argv, " ") << "\n" << r.output;
+  }
+}
+
+// generate prints the seed it chose so that the run can be repeated, and the seed can be any
+// 64-bit value: one above 2^63 is taken as given (it used to be clamped to 2^63 - 1), so two
+// seeds that differ only in their top bit give their own samples.
+TEST(DeviceFlagTest, GenerateTakesBackAnySeedItPrints) {
+  auto sample = [](const std::string& seed) {
+    return RunCommand({SPLITSPEC_CLI_BIN, "generate", "--model", GetTestModels().target_dir, "--prompt", "def f(",
+                       "--max-tokens", "24", "--threads", "1", "--temperature", "1.5", "--seed", seed});
+  };
+  const CommandResult high = sample("18446744073709551615");
+  ASSERT_EQ(high.exit_code, 0) << high.output;
+  EXPECT_NE(high.output.find(", seed 18446744073709551615]"), std::string::npos) << high.output;
+  EXPECT_EQ(sample("18446744073709551615").output.substr(0, high.output.find('[')),
+            high.output.substr(0, high.output.find('[')));
+  const CommandResult clamped = sample("9223372036854775807");
+  ASSERT_EQ(clamped.exit_code, 0) << clamped.output;
+  EXPECT_NE(clamped.output.substr(0, clamped.output.find('[')), high.output.substr(0, high.output.find('[')));
 }
 
 }  // namespace
