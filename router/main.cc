@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -205,8 +206,25 @@ int Run(const rpc::Flags& flags) {
                                 metrics_port.status(), http_port.status(), http_threads.status(),
                                 flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
-  }  if (!(*resolve_interval > 0)) {
-    return Fail(absl::InvalidArgumentError("--resolve-interval-seconds must be > 0"));
+  }
+  // Before any worker is reached: a value that cannot serve is an error now, not a hang later
+  // (--max-running 0 admitted nothing, so every request waited forever).
+  const std::vector<std::pair<const char*, bool>> ranges = {
+      {"--max-queue must be at least 1", *max_queue >= 1},
+      {"--max-running must be at least 1", *max_running >= 1},
+      {"--max-k must be in [0, 1024]", *max_k >= 0 && *max_k <= 1024},
+      {"--default-max-tokens must be at least 1", *default_max_tokens >= 1},
+      {"--worker-timeout-seconds must be > 0", *worker_timeout > 0},
+      {"--wait-seconds must be >= 0", *wait >= 0},
+      {"--drain-seconds must be >= 0", *drain >= 0},
+      {"--failover-wait-seconds must be >= 0", *failover_wait >= 0},
+      {"--deadline-factor must be > 0", *deadline_factor > 0},
+      {"--deadline-floor-seconds must be > 0", *deadline_floor > 0},
+      {"--probe-interval-seconds must be > 0", *probe_interval > 0},
+      {"--resolve-interval-seconds must be > 0", *resolve_interval > 0},
+  };
+  for (const auto& [message, ok] : ranges) {
+    if (!ok) return Fail(absl::InvalidArgumentError(message));
   }
 
   if (verifier_address.empty()) return Fail(absl::InvalidArgumentError("--verifier ADDR is required"));
