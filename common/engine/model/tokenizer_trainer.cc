@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -85,9 +86,10 @@ absl::Status CheckVocab(const std::string& vocab_path, int vocab_size) {
   return absl::OkStatus();
 }
 
-// A symbolic link `out_dir`/kCorpusLink to the corpus (by its absolute path, as spm_train runs
-// inside `out_dir`); returns the link's path.
-absl::StatusOr<std::string> LinkCorpusInto(const std::string& corpus, const std::string& out_dir) {
+// Makes the corpus readable as `out_dir`/kCorpusLink (spm_train runs inside `out_dir`): a
+// symbolic link to its absolute path, whose path is returned for removal afterwards; nothing when
+// the corpus is that very file. A file of that name that is not the corpus is never replaced.
+absl::StatusOr<std::optional<std::string>> LinkCorpusInto(const std::string& corpus, const std::string& out_dir) {
   char* absolute = ::realpath(corpus.c_str(), nullptr);
   if (absolute == nullptr) {
     return absl::NotFoundError(absl::StrCat("tokenizer corpus ", corpus, ": ", std::strerror(errno)));
@@ -95,11 +97,22 @@ absl::StatusOr<std::string> LinkCorpusInto(const std::string& corpus, const std:
   const std::string target = absolute;
   std::free(absolute);
   const std::string link = absl::StrCat(out_dir, "/", kCorpusLink);
-  std::remove(link.c_str());  // a link left by an interrupted run
+  struct stat st;
+  if (::lstat(link.c_str(), &st) == 0) {
+    char* existing = ::realpath(link.c_str(), nullptr);
+    const bool is_corpus = existing != nullptr && target == existing;
+    std::free(existing);
+    if (is_corpus) return std::optional<std::string>();
+    if (!S_ISLNK(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(link, " exists and is not the corpus: the tokenizer trainer reads the corpus by that name"));
+    }
+    std::remove(link.c_str());  // a link to another corpus, left by an interrupted run
+  }
   if (::symlink(target.c_str(), link.c_str()) != 0) {
     return absl::InternalError(absl::StrCat("cannot link ", link, " to the corpus: ", std::strerror(errno)));
   }
-  return link;
+  return std::optional<std::string>(link);
 }
 
 }  // namespace
@@ -114,7 +127,7 @@ absl::Status TrainTokenizer(const std::string& corpus, int vocab_size, const std
     return absl::NotFoundError(
         absl::StrCat("tokenizer corpus ", corpus, " not found (use --corpus)"));
   }
-  absl::StatusOr<std::string> link = LinkCorpusInto(corpus, out_dir);
+  absl::StatusOr<std::optional<std::string>> link = LinkCorpusInto(corpus, out_dir);
   if (!link.ok()) return link.status();
   // Llama's trainer settings, so our tokenizer exercises the same code paths as real models.
   const std::vector<std::string> args = {
@@ -137,7 +150,7 @@ absl::Status TrainTokenizer(const std::string& corpus, int vocab_size, const std
       "--num_threads=2",
   };
   absl::StatusOr<int> exit_code = RunLoggedIn(out_dir, args, kLogName);
-  std::remove(link->c_str());
+  if (link->has_value()) std::remove((*link)->c_str());
   if (!exit_code.ok()) return exit_code.status();
   const std::string log_path = absl::StrCat(out_dir, "/", kLogName);
   if (*exit_code != 0) {

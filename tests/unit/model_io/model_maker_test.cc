@@ -305,6 +305,25 @@ TEST(ModelMakerTest, TheTokenizerDependsOnTheCorpusNotOnTheDirectories) {
   }
 }
 
+// The trainer reads the corpus as tokenizer_corpus.txt in the output directory. A corpus kept
+// there under that name is read in place and left alone; another file of that name is never
+// replaced or removed.
+TEST(ModelMakerTest, ACorpusFileInTheOutputDirectoryIsNeverReplaced) {
+  const std::string corpus = ReadBytes(DefaultTokenizerCorpus());
+  const std::string in_place = FreshDir();
+  testing::WriteBytes(in_place + "/tokenizer_corpus.txt", corpus);
+  const absl::Status trained = TrainTokenizer(in_place + "/tokenizer_corpus.txt", 512, in_place);
+  ASSERT_TRUE(trained.ok()) << trained;
+  EXPECT_EQ(ReadBytes(in_place + "/tokenizer_corpus.txt"), corpus);
+  EXPECT_FALSE(ReadBytes(in_place + "/tokenizer.model").empty());
+
+  const std::string other = FreshDir();
+  testing::WriteBytes(other + "/tokenizer_corpus.txt", "somebody else's file\n");
+  const absl::Status refused = TrainTokenizer(DefaultTokenizerCorpus(), 512, other);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_EQ(ReadBytes(other + "/tokenizer_corpus.txt"), "somebody else's file\n");
+}
+
 // The bundled corpus fills the largest preset's vocabulary (spm_train refuses a vocabulary the
 // corpus cannot fill), and digits, lower-case letters and common punctuation get pieces of
 // their own, so ordinary text does not fall back to byte pieces.
