@@ -54,10 +54,9 @@ long long Args::GetInt(const std::string& name, long long fallback) const {
 uint64_t Args::GetUint64(const std::string& name, uint64_t fallback) const {
   const std::string value = GetString(name);
   if (value.empty()) return fallback;
-  char* end = nullptr;
   errno = 0;
   // strtoull takes "-1" as 2^64 - 1: only digits are a number here.
-  const unsigned long long parsed = std::strtoull(value.c_str(), &end, 10);
+  const unsigned long long parsed = std::strtoull(value.c_str(), nullptr, 10);
   if (value.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE) {
     std::fprintf(stderr, "error: --%s expects an integer in [0, 2^64), got '%s'\n", name.c_str(), value.c_str());
     std::exit(2);

@@ -5,8 +5,6 @@
 
 namespace splitspec::engine {
 
-uint64_t Xoshiro256::Next() { return generator_.Next(); }
-
 double Xoshiro256::Uniform() {
   // (k + 0.5) / 2^53 for a 53-bit k: never 0, so log() below is finite.
   return (static_cast<double>(Next() >> 11) + 0.5) * 0x1.0p-53;

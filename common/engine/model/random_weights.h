@@ -16,7 +16,7 @@ namespace splitspec::engine {
 class Xoshiro256 {
  public:
   explicit Xoshiro256(uint64_t seed) : generator_(seed) {}
-  uint64_t Next();
+  uint64_t Next() { return generator_.Next(); }
   // Uniform in the open interval (0, 1), 53 bits.
   double Uniform();
   // Standard normal.

@@ -12,7 +12,6 @@
 namespace splitspec::engine {
 namespace {
 
-
 // A logit that can carry probability mass: NaN and -inf never do.
 inline bool Usable(float logit) {
   return !std::isnan(logit) && logit != -std::numeric_limits<float>::infinity();
@@ -118,8 +117,6 @@ std::vector<float> ComputeProbabilities(absl::Span<const float> logits,
   for (int32_t i : kept) probs[i] = static_cast<float>(weight[i] / sum);
   return probs;
 }
-
-uint64_t Rng::NextU64() { return generator_.Next(); }
 
 double Rng::NextUniform() {
   return static_cast<double>(NextU64() >> 11) * (1.0 / 9007199254740992.0);  // 2^-53

@@ -39,7 +39,7 @@ std::vector<float> ComputeProbabilities(absl::Span<const float> logits,
 class Rng {
  public:
   explicit Rng(uint64_t seed) : generator_(seed) {}
-  uint64_t NextU64();
+  uint64_t NextU64() { return generator_.Next(); }
   double NextUniform();  // in [0, 1), 53 random bits
 
  private:
