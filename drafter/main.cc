@@ -11,6 +11,7 @@
 // SIGTERM/SIGINT drain in-flight calls and exit 0. Errors in the flags, and devices this build
 // or machine lacks (--device cuda without CUDA or without a GPU), exit 2 with the reason;
 // failures to load the draft model exit 1.
+#include <climits>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -97,24 +98,24 @@ int Run(const splitspec::rpc::Flags& flags) {
   const std::string quantize = flags.GetString("quantize", "none");
   const bool has_kv_dtype = flags.Has("kv-dtype");
   const std::string kv_dtype = flags.GetString("kv-dtype", "f32");
-  auto ngram_min = flags.GetInt("ngram-min", 1);
-  auto ngram_max = flags.GetInt("ngram-max", 4);
-  auto port = flags.GetInt("port", 50052);
-  auto max_draft = flags.GetInt("max-draft-tokens", 64);
-  auto kv_blocks = flags.GetInt("kv-blocks", 1024);
-  auto block_size = flags.GetInt("block-size", 16);
-  auto threads = flags.GetInt("threads", 0);
-  auto drain = flags.GetDouble("drain-seconds", 10);
+  auto ngram_min = flags.GetIntInRange("ngram-min", 1, 1, INT_MAX);
+  auto ngram_max = flags.GetIntInRange("ngram-max", 4, 1, INT_MAX);
+  auto port = flags.GetIntInRange("port", 50052, 0, 65535);
+  auto max_draft = flags.GetIntInRange("max-draft-tokens", 64, 0, splitspec::rpc::kMaxDraftTokensFlag);
+  auto kv_blocks = flags.GetIntInRange("kv-blocks", 1024, 1, INT_MAX);
+  auto block_size = flags.GetIntInRange("block-size", 16, 1, splitspec::rpc::kMaxKvBlockSize);
+  auto threads = flags.GetIntInRange("threads", 0, 0, splitspec::rpc::kMaxWorkerThreads);
+  auto drain = flags.GetDoubleAtLeast("drain-seconds", 10, 0);
   auto lease = flags.GetDouble("session-lease-seconds", 300);
-  auto max_sessions = flags.GetInt("max-sessions", 1024);
-  auto max_history = flags.GetInt("max-history-tokens", 4 << 20);
+  auto max_sessions = flags.GetIntInRange("max-sessions", 1024, 1, INT_MAX);
+  auto max_history = flags.GetIntInRange("max-history-tokens", 4 << 20, 1, INT_MAX);
   const std::string host = flags.GetString("host", "127.0.0.1");
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kDrafterMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", splitspec::rpc::IsUnixSocket(host) ? "127.0.0.1" : host);
   auto serving = splitspec::rpc::ParseWorkerServing(flags);
   const absl::StatusOr<bool> step_socket = flags.GetOnOff("step-socket", true);
   const bool suffix = flags.Has("suffix");
-  auto suffix_cache = flags.GetInt("suffix-cache-tokens", 1 << 20);
+  auto suffix_cache = flags.GetIntInRange("suffix-cache-tokens", 1 << 20, 0, INT_MAX);
   for (const absl::Status& s : {serving.status(), step_socket.status(), suffix_cache.status(), ngram_min.status(), ngram_max.status(), port.status(), max_draft.status(),
                                 kv_blocks.status(), block_size.status(), threads.status(), drain.status(),
                                 lease.status(), max_sessions.status(), max_history.status(),

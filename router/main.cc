@@ -24,6 +24,7 @@
 // then "splitspec-router metrics on HOST:PORT" (GET /metrics and GET /server_info there) and
 // "splitspec-router OpenAI API on HOST:PORT".
 // SIGTERM/SIGINT: stop accepting, let running requests finish (up to --drain-seconds), exit 0.
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -168,15 +169,15 @@ int Run(const rpc::Flags& flags) {
   const bool step_memory = *step_memory_flag;
   const std::string latency_residual = flags.GetString("latency-residual", "on");
   std::string tokenizer_path = flags.GetString("tokenizer");
-  auto port = flags.GetInt("port", 50050);
-  auto max_queue = flags.GetInt("max-queue", 256);
-  auto max_running = flags.GetInt("max-running", 64);
-  auto max_k = flags.GetInt("max-k", 8);
-  auto default_max_tokens = flags.GetInt("default-max-tokens", 128);
+  auto port = flags.GetIntInRange("port", 50050, 0, 65535);
+  auto max_queue = flags.GetIntInRange("max-queue", 256, 1, INT_MAX);
+  auto max_running = flags.GetIntInRange("max-running", 64, 1, INT_MAX);
+  auto max_k = flags.GetIntInRange("max-k", 8, 0, 1024);
+  auto default_max_tokens = flags.GetIntInRange("default-max-tokens", 128, 1, INT_MAX);
   auto worker_timeout = flags.GetDouble("worker-timeout-seconds", 60);
-  auto wait = flags.GetDouble("wait-seconds", 60);
-  auto drain = flags.GetDouble("drain-seconds", 30);
-  auto failover_wait = flags.GetDouble("failover-wait-seconds", 10);
+  auto wait = flags.GetDoubleAtLeast("wait-seconds", 60, 0);
+  auto drain = flags.GetDoubleAtLeast("drain-seconds", 30, 0);
+  auto failover_wait = flags.GetDoubleAtLeast("failover-wait-seconds", 10, 0);
   auto deadline_factor = flags.GetDouble("deadline-factor", 8);
   auto deadline_floor = flags.GetDouble("deadline-floor-seconds", 0.5);
   auto probe_interval = flags.GetDouble("probe-interval-seconds", 0.25);
@@ -198,7 +199,7 @@ int Run(const rpc::Flags& flags) {
   auto http_threads = flags.GetInt("http-threads", 64);
   // Two measured best on the bundled pair at one client (docs/benchmarks.md, "Drafts made ahead
   // over several outcomes"), and no slower at four and sixteen.
-  auto alternatives = flags.GetInt("draft-ahead-alternatives", 2);
+  auto alternatives = flags.GetIntInRange("draft-ahead-alternatives", 2, 0, kMaxDraftAheadAlternatives);
   for (const absl::Status& s : {port.status(), max_queue.status(), max_running.status(), max_k.status(),
                                 alternatives.status(), default_max_tokens.status(), worker_timeout.status(), wait.status(),
                                 drain.status(), failover_wait.status(), deadline_factor.status(),
@@ -207,17 +208,11 @@ int Run(const rpc::Flags& flags) {
                                 flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
   }
-  // Before any worker is reached: a value that cannot serve is an error now, not a hang later
-  // (--max-running 0 admitted nothing, so every request waited forever).
+  // Before any worker is reached, a value that cannot serve is an error now, not a hang later
+  // (--max-running 0 admitted nothing, so every request waited forever): the getters above check
+  // the integer and at-least ranges, these the strictly positive durations and factors.
   const std::vector<std::pair<const char*, bool>> ranges = {
-      {"--max-queue must be at least 1", *max_queue >= 1},
-      {"--max-running must be at least 1", *max_running >= 1},
-      {"--max-k must be in [0, 1024]", *max_k >= 0 && *max_k <= 1024},
-      {"--default-max-tokens must be at least 1", *default_max_tokens >= 1},
       {"--worker-timeout-seconds must be > 0", *worker_timeout > 0},
-      {"--wait-seconds must be >= 0", *wait >= 0},
-      {"--drain-seconds must be >= 0", *drain >= 0},
-      {"--failover-wait-seconds must be >= 0", *failover_wait >= 0},
       {"--deadline-factor must be > 0", *deadline_factor > 0},
       {"--deadline-floor-seconds must be > 0", *deadline_floor > 0},
       {"--probe-interval-seconds must be > 0", *probe_interval > 0},
@@ -361,10 +356,6 @@ int Run(const rpc::Flags& flags) {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--pipeline must be on or off, not '", pipeline, "'")));
   }
   options.pipeline = pipeline == "on";
-  if (*alternatives < 0 || *alternatives > kMaxDraftAheadAlternatives) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat("--draft-ahead-alternatives must be in [0, ",
-                                                        kMaxDraftAheadAlternatives, "], not ", *alternatives)));
-  }
   options.draft_ahead_alternatives = static_cast<int32_t>(*alternatives);
   if (latency_residual != "on" && latency_residual != "off") {
     return Fail(absl::InvalidArgumentError(

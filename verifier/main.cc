@@ -23,6 +23,7 @@
 // --check-flags validates the flags (device names but not devices) and exits 0 without loading.
 // Errors in the flags, and devices this build or machine lacks (--device cuda without CUDA or
 // without a GPU), exit 2 with the reason; failures to load the model exit 1.
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -241,15 +242,15 @@ int Run(const splitspec::rpc::Flags& flags) {
   options.device = flags.GetString("device", "cpu");
   const std::string quantize = flags.GetString("quantize", "none");
   const std::string kv_dtype = flags.GetString("kv-dtype", "f32");
-  auto port = flags.GetInt("port", 50051);
-  auto max_draft = flags.GetInt("max-draft-tokens", 64);
-  auto kv_blocks = flags.GetInt("kv-blocks", 1024);
-  auto block_size = flags.GetInt("block-size", 16);
-  auto max_context = flags.GetInt("max-context", 0);
+  auto port = flags.GetIntInRange("port", 50051, 0, 65535);
+  auto max_draft = flags.GetIntInRange("max-draft-tokens", 64, 0, splitspec::rpc::kMaxDraftTokensFlag);
+  auto kv_blocks = flags.GetIntInRange("kv-blocks", 1024, 1, INT_MAX);
+  auto block_size = flags.GetIntInRange("block-size", 16, 1, splitspec::rpc::kMaxKvBlockSize);
+  auto max_context = flags.GetIntInRange("max-context", 0, 0, INT_MAX);
   auto lease = flags.GetDouble("session-lease-seconds", 300);
-  auto max_sessions = flags.GetInt("max-sessions", 4096);
-  auto threads = flags.GetInt("threads", 0);
-  auto tp = flags.GetInt("tp", 1);
+  auto max_sessions = flags.GetIntInRange("max-sessions", 4096, 1, INT_MAX);
+  auto threads = flags.GetIntInRange("threads", 0, 0, splitspec::rpc::kMaxWorkerThreads);
+  auto tp = flags.GetIntInRange("tp", 1, 1, splitspec::rpc::kMaxInProcessTpRanks);
   const bool multi_process = flags.Has("tp-rank");
   auto tp_rank = flags.GetInt("tp-rank", 0);
   const std::string tp_id_file = flags.GetString("tp-id-file");
@@ -259,7 +260,7 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto tp_join_seconds = flags.GetDouble("tp-join-seconds", 300);
   auto tp_heartbeat_seconds = flags.GetDouble("tp-heartbeat-seconds", 15);
   const bool check_only = flags.Has("check-flags");
-  auto drain = flags.GetDouble("drain-seconds", 10);
+  auto drain = flags.GetDoubleAtLeast("drain-seconds", 10, 0);
   const std::string host = flags.GetString("host", "127.0.0.1");
   auto metrics_port = flags.GetInt("metrics-port", splitspec::metrics::kVerifierMetricsPort);
   const std::string metrics_host = flags.GetString("metrics-host", splitspec::rpc::IsUnixSocket(host) ? "127.0.0.1" : host);
@@ -285,7 +286,6 @@ int Run(const splitspec::rpc::Flags& flags) {
   auto kv_element = splitspec::engine::ParseKvDType(kv_dtype);
   if (!kv_element.ok()) return Fail(kv_element.status());
   options.kv_dtype = *kv_element;
-  if (*tp < 1) return Fail(absl::InvalidArgumentError(absl::StrCat("--tp must be >= 1, got ", *tp)));
   options.kv_blocks = *kv_blocks;
   options.block_size = *block_size;
   options.max_draft_tokens = *max_draft;

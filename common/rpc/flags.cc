@@ -1,6 +1,9 @@
 // Service command-line flags (see flags.h).
 #include "common/rpc/flags.h"
 
+#include <cerrno>
+#include <climits>
+#include <cmath>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -59,11 +62,26 @@ absl::StatusOr<int> Flags::GetInt(const std::string& name, int fallback) const {
   if (!Has(name)) return fallback;
   const std::string value = GetString(name);
   char* end = nullptr;
-  const long parsed = std::strtol(value.c_str(), &end, 10);
+  errno = 0;
+  const long long parsed = std::strtoll(value.c_str(), &end, 10);
   if (value.empty() || *end != '\0') {
     return absl::InvalidArgumentError(absl::StrCat("--", name, " expects an integer, got '", value, "'"));
   }
+  if (errno == ERANGE || parsed < INT_MIN || parsed > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, " is out of range, got ", value));
+  }
   return static_cast<int>(parsed);
+}
+
+absl::StatusOr<int> Flags::GetIntInRange(const std::string& name, int fallback, int min, int max) const {
+  absl::StatusOr<int> value = GetInt(name, fallback);
+  if (value.ok() && (*value < min || *value > max)) {
+    if (max == INT_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " must be at least ", min, ", got ", *value));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("--", name, " must be in [", min, ", ", max, "], got ", *value));
+  }
+  return value;
 }
 
 absl::StatusOr<double> Flags::GetDouble(const std::string& name, double fallback) const {
@@ -71,10 +89,18 @@ absl::StatusOr<double> Flags::GetDouble(const std::string& name, double fallback
   const std::string value = GetString(name);
   char* end = nullptr;
   const double parsed = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0') {
+  if (value.empty() || *end != '\0' || std::isnan(parsed)) {
     return absl::InvalidArgumentError(absl::StrCat("--", name, " expects a number, got '", value, "'"));
   }
   return parsed;
+}
+
+absl::StatusOr<double> Flags::GetDoubleAtLeast(const std::string& name, double fallback, double min) const {
+  absl::StatusOr<double> value = GetDouble(name, fallback);
+  if (value.ok() && *value < min) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, " must be at least ", min, ", got ", *value));
+  }
+  return value;
 }
 
 absl::StatusOr<bool> Flags::GetOnOff(const std::string& name, bool fallback) const {

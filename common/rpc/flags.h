@@ -28,9 +28,16 @@ class Flags {
   bool Has(const std::string& name) const;
   std::string GetString(const std::string& name, const std::string& fallback = "") const;
   std::vector<std::string> GetAll(const std::string& name) const;
-  // INVALID_ARGUMENT naming the flag when the value is not a number.
+  // INVALID_ARGUMENT naming the flag when the value is not a number: for GetInt, also one an int
+  // cannot hold (a silent wrap would turn --port 70000 into port 4464); for GetDouble, NaN, which
+  // no flag has a meaning for and which every range check would let through.
   absl::StatusOr<int> GetInt(const std::string& name, int fallback) const;
   absl::StatusOr<double> GetDouble(const std::string& name, double fallback) const;
+  // GetInt, and INVALID_ARGUMENT naming the flag, [min, max] and the value when outside them
+  // (max = INT_MAX: "at least min").
+  absl::StatusOr<int> GetIntInRange(const std::string& name, int fallback, int min, int max) const;
+  // GetDouble, and INVALID_ARGUMENT naming the flag and the value when it is below `min`.
+  absl::StatusOr<double> GetDoubleAtLeast(const std::string& name, double fallback, double min) const;
   // A switch given as "on" or "off"; INVALID_ARGUMENT naming the flag for anything else.
   absl::StatusOr<bool> GetOnOff(const std::string& name, bool fallback) const;
   // INVALID_ARGUMENT listing flags that were given but never read (typos), so call it last.

@@ -20,6 +20,13 @@
 
 namespace splitspec::rpc {
 
+// Upper bounds of the worker binaries' size flags: far above any use, low enough that a typo is a
+// usage error at once rather than a thread team or an allocation that cannot succeed.
+inline constexpr int kMaxWorkerThreads = 4096;     // --threads
+inline constexpr int kMaxDraftTokensFlag = 4096;   // --max-draft-tokens (chain length or tree nodes)
+inline constexpr int kMaxKvBlockSize = 4096;       // --block-size (tokens per KV-cache block)
+inline constexpr int kMaxInProcessTpRanks = 1024;  // the verifier's --tp
+
 struct WorkerServing {
   TlsFiles tls;
   int health_port = -1;

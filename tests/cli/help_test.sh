@@ -36,7 +36,7 @@ expect_help() {
 
 # The flags a source file reads: flags.GetX("name") in the services, args.GetX("name") in the CLI.
 flags_read_by() {
-  grep -o -E '(flags|args)\.(Has|GetString|GetInt|GetIntInRange|GetUint64|GetPositiveIntList|GetDouble|GetOnOff|GetAll|Require)\("[a-z0-9-]+"' "$1" |
+  grep -o -E '(flags|args)\.(Has|GetString|GetInt|GetIntInRange|GetUint64|GetPositiveIntList|GetDouble|GetDoubleAtLeast|GetOnOff|GetAll|Require)\("[a-z0-9-]+"' "$1" |
     sed -E 's/.*\("([a-z0-9-]+)"/--\1/' | sort -u
 }
 # Every service also reads the shared serving flags (TLS, health port, reflection).

@@ -215,7 +215,7 @@ TEST(DeviceFlagTest, TensorParallelFlagsAreCheckedBeforeLoading) {
     std::string fragment;
   };
   const std::vector<Case> cases = {
-      {{"--tp", "0"}, "cpu", 2, "--tp must be >= 1"},
+      {{"--tp", "0"}, "cpu", 2, "--tp must be in [1, 1024], got 0"},
       {{"--step-spin-us", "-1"}, "cpu", 2, "--step-spin-us must be 0 to 100000"},
       {{"--tp", "2", "--tp-rank", "0", "--tp-id-file", "/nonexistent/id"},
        "cpu",
