@@ -72,7 +72,7 @@ int RunSimulate(const Args& args) {
     if (!absl::SimpleAtod(r, &v) || !(v > 0)) return Fail("bad --rates entry '" + r + "'");
     rates.push_back(v);
   }
-  config.num_requests = static_cast<int32_t>(args.GetInt("requests", 300));
+  config.num_requests = static_cast<int32_t>(args.GetIntInRange("requests", 300, 1, 1 << 20));
   if (!ParseRange(args.GetString("input-len", "128"), &config.input) ||
       !ParseRange(args.GetString("output-len", "128"), &config.output)) {
     return Fail("--input-len / --output-len take N or MIN:MAX with 1 <= MIN <= MAX");
@@ -86,6 +86,9 @@ int RunSimulate(const Args& args) {
   if (!(config.acceptance.beta_a > 0 && config.acceptance.beta_b > 0 &&
         config.acceptance.low_beta_a > 0 && config.acceptance.low_beta_b > 0)) {
     return Fail("Beta parameters must be > 0");
+  }
+  if (!(config.acceptance.phase_switch_prob >= 0 && config.acceptance.phase_switch_prob <= 1)) {
+    return Fail("--phase-switch is a probability: it must be in [0, 1]");
   }
   config.pools = absl::StrSplit(args.GetString("pools", "default"), ',', absl::SkipEmpty());
   config.max_k = static_cast<int32_t>(args.GetIntInRange("max-k", 8, 0, 256));

@@ -391,6 +391,11 @@ TEST(DeviceFlagTest, NumbersOutOfRangeAreUsageErrors) {
        "--seed expects an integer in [0, 2^64)"},
       {{SPLITSPEC_CLI_BIN, "generate", "--model", target, "--prompt", "x", "--seed", "18446744073709551616"},
        "--seed expects an integer in [0, 2^64)"},
+      // simulate took a probability of 2 and wrapped 2^32 + 1 requests to one.
+      {{SPLITSPEC_CLI_BIN, "simulate", "--policies", "none", "--rates", "1", "--phase-switch", "2"},
+       "--phase-switch is a probability: it must be in [0, 1]"},
+      {{SPLITSPEC_CLI_BIN, "simulate", "--policies", "none", "--rates", "1", "--requests", "4294967297"},
+       "--requests must be in [1, "},
   };
   for (const auto& [argv, message] : cases) {
     const CommandResult r = RunCommand(argv);
