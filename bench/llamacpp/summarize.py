@@ -6,13 +6,17 @@
 
 Per format and round: decode tok/s of splitspec / llama.cpp with their ratio, splitspec's paired
 share (its median step's reads against the read kernel with the best median, and that kernel's
-reading), and the 16-token forwards. The last columns count the rounds splitspec was ahead and
-give the median ratio. Rounds from several files are taken in order, as one run.
+reading), llama.cpp's share of the same reading (the bytes a step reads, as bench-engine counts
+them for the same model, over llama.cpp's median step: measured seconds after the pairing, so
+it moves with the machine's bandwidth between the two), and the 16-token forwards. The last
+columns count the rounds splitspec was ahead and give the median ratio. Rounds from several
+files are taken in order, as one run.
 """
 import re
 import statistics
 import sys
 
+CEILING = re.compile(r"^read bandwidth ceiling \((\d+) MB read")
 FORMAT = re.compile(r"^== (\S+) \(load average ([\d.]+) ([\d.]+) ([\d.]+)\)")
 # The batch table's batch-1 row: "1   step_ms   tok/s"; the forward table's rows: "N   ms   ratio".
 TABLE_ROW = re.compile(r"^(\d+)\s+([\d.]+)\s+([\d.]+)\s*$")
@@ -29,12 +33,14 @@ def parse(lines):
             block = {"format": match[1], "load": float(match[2]), "rows": []}
         elif block is None:
             continue
+        elif match := CEILING.match(line):
+            block["step_mb"] = int(match[1])
         elif match := TABLE_ROW.match(line):
             block["rows"].append((int(match[1]), float(match[2]), float(match[3])))
         elif match := PAIRED.search(line):
             block["paired"] = (int(match[2]), float(match[1]))
         elif match := LLAMA.search(line):
-            block["llama_tok_s"], block["llama_16"] = float(match[2]), float(match[3])
+            block["llama_ms"], block["llama_tok_s"], block["llama_16"] = float(match[1]), float(match[2]), float(match[3])
             # The first batch-1 row is the decode table's (tok/s); a 16-token row is a forward's.
             decode = next((row for row in block["rows"] if row[0] == 1), None)
             forward16 = next((row for row in block["rows"] if row[0] == 16), None)
@@ -44,24 +50,35 @@ def parse(lines):
             block = None
 
 
+def llama_share(block):
+    """llama.cpp's reads per second against the paired kernel's reading, in percent; None when
+    the block lacks the step's bytes or the pairing."""
+    if "step_mb" not in block or "paired" not in block:
+        return None
+    return 100 * block["step_mb"] / block["llama_ms"] / block["paired"][1]  # MB per ms = GB/s
+
+
 def summarize(blocks):
     by_format = {}
     for block in blocks:
         by_format.setdefault(block["format"], []).append(block)
     out = ["| weights | decode tok/s, splitspec / llama.cpp (ratio), per round | paired share of the read "
-           "kernel's reading | 16-token forward ms, splitspec / llama.cpp | ahead | median ratio |",
-           "| --- | --- | --- | --- | --- | --- |"]
+           "kernel's reading | llama.cpp's reads against that reading | 16-token forward ms, splitspec / "
+           "llama.cpp | ahead | median ratio |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
     loads = [block["load"] for blocks in by_format.values() for block in blocks]
     for name, rounds in by_format.items():
         ratios = [r["tok_s"] / r["llama_tok_s"] for r in rounds]
         decode = ", ".join(f"{r['tok_s']:.1f} / {r['llama_tok_s']:.1f} ({q:.2f})" for r, q in zip(rounds, ratios))
         paired = ", ".join(f"{r['paired'][0]}% of {r['paired'][1]:.1f}" if "paired" in r else "-" for r in rounds)
+        shares = [llama_share(r) for r in rounds]
+        theirs_share = ", ".join("-" if q is None else f"{q:.0f}%" for q in shares)
         ours = [r["forward16"] for r in rounds]
         theirs = [r["llama_16"] for r in rounds]
         forward = f"{min(ours):.1f}-{max(ours):.1f} / {min(theirs):.1f}-{max(theirs):.1f}"
         ahead = sum(q > 1 for q in ratios)
         label = "int8 / Q8_0" if name == "int8" else name.upper()
-        out.append(f"| {label} | {decode} | {paired} | {forward} | {ahead} of {len(rounds)} | "
+        out.append(f"| {label} | {decode} | {paired} | {theirs_share} | {forward} | {ahead} of {len(rounds)} | "
                    f"{statistics.median(ratios):.2f} |")
     if loads:
         out.append("")

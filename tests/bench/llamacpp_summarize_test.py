@@ -48,11 +48,20 @@ class SummarizeTest(unittest.TestCase):
         int8 = next(line for line in lines if line.startswith("| int8 / Q8_0 |"))
         self.assertIn("80.0 / 64.0 (1.25), 70.0 / 75.0 (0.93)", f32)
         self.assertIn("91% of 27.6, 88% of 25.0", f32)
+        # 87 MB a step: llama.cpp's 1000 / 64 = 15.625 ms steps read 5.57 GB/s, 20% of 27.6; its
+        # 13.333 ms steps in round 2, 6.53 GB/s, 26% of 25.0.
+        self.assertIn("| 20%, 26% |", f32)
         self.assertIn("30.0-32.0 / 40.0-41.0", f32)
         self.assertIn("| 1 of 2 | 1.09 |", f32)  # the median of 1.25 and 0.93
         self.assertIn("300.0 / 150.0 (2.00), 290.0 / 145.0 (2.00)", int8)
         self.assertIn("| 2 of 2 | 2.00 |", int8)
         self.assertIn("Load average (1 min) at the blocks' starts: 0.50-1.10.", lines[-1])
+
+    def test_without_the_steps_bytes_llama_cpps_share_is_a_dash(self):
+        text = block("f16", 0.5, 6.0, 160.0, 25.0, 80, 27.0, 120.0, 30.0)
+        text = "\n".join(line for line in text.splitlines() if not line.startswith("read bandwidth ceiling")) + "\n"
+        f16 = next(line for line in self.summary(text).splitlines() if line.startswith("| F16 |"))
+        self.assertIn("| 80% of 27.0 | - |", f16)
 
     def test_a_block_cut_short_is_left_out(self):
         whole = block("f16", 0.5, 6.0, 160.0, 25.0, 80, 27.0, 120.0, 30.0)
