@@ -66,6 +66,7 @@ using namespace splitspec;  // NOLINT: a main over many of our namespaces
 // Each alternative costs the drafter a branch of the draft made ahead; beyond a few, the
 // outcomes left are too unlikely to pay for theirs.
 constexpr int kMaxDraftAheadAlternatives = 8;
+constexpr int kMaxHttpThreads = 4096;
 
 constexpr char kUsage[] =
     "usage: splitspec-router --verifier ADDR[,ADDR...] [--drafter [NAME=]ADDR[,ADDR...] ...] [flags]\n"
@@ -196,7 +197,8 @@ int Run(const rpc::Flags& flags) {
   if (!serving.ok()) return Fail(serving.status());
   worker_tls.reload_seconds = serving->tls.reload_seconds;
   const std::string chat_template_path = flags.GetString("chat-template");
-  auto http_threads = flags.GetInt("http-threads", 64);
+  // Each thread is started when the HTTP server starts: a typo of 10^6 threads must not be a crash.
+  auto http_threads = flags.GetIntInRange("http-threads", 64, 1, kMaxHttpThreads);
   // Two measured best on the bundled pair at one client (docs/benchmarks.md, "Drafts made ahead
   // over several outcomes"), and no slower at four and sixteen.
   auto alternatives = flags.GetIntInRange("draft-ahead-alternatives", 2, 0, kMaxDraftAheadAlternatives);
@@ -227,8 +229,8 @@ int Run(const rpc::Flags& flags) {
     return Fail(absl::InvalidArgumentError("--metrics-port must be a port, 0 (any free one) or -1 (off)"));
   }
 
-  if (*http_port < -1 || *http_port > 65535 || *http_threads < 1) {
-    return Fail(absl::InvalidArgumentError("--http-port must be a port or 0, --http-threads at least 1"));
+  if (*http_port < -1 || *http_port > 65535) {
+    return Fail(absl::InvalidArgumentError("--http-port must be a port, 0 (any free one) or -1 (off)"));
   }
   if (!api_key.empty() && !api_key_file.empty()) {
     return Fail(absl::InvalidArgumentError("give --api-key or --api-key-file, not both"));

@@ -36,14 +36,15 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(Backend& backend, const
     if (!v.ok()) return v.status();
     cache->v_.push_back(*v);
   }
+  // The free list after the rows: a cache too large for the memory fails above, before a list
+  // of n_blocks entries (4 bytes each, written at once) is built for it.
+  // Hand out low block numbers first: reverse order so pop_back yields 0, 1, 2, ...
+  cache->free_list_.reserve(options.n_blocks);
+  for (int32_t b = options.n_blocks - 1; b >= 0; --b) cache->free_list_.push_back(b);
   return cache;
 }
 
-KvCache::KvCache(Backend& backend, const KvCacheOptions& options) : backend_(backend), options_(options) {
-  // Hand out low block numbers first: reverse order so pop_back yields 0, 1, 2, ...
-  free_list_.reserve(options.n_blocks);
-  for (int32_t b = options.n_blocks - 1; b >= 0; --b) free_list_.push_back(b);
-}
+KvCache::KvCache(Backend& backend, const KvCacheOptions& options) : backend_(backend), options_(options) {}
 
 KvCache::~KvCache() {
   for (Tensor& t : k_) backend_.Free(t);
