@@ -37,7 +37,7 @@ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_C_FLAGS_FUZZ="-O1 -glin
   -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
   -DSPLITSPEC_FUZZ=ON -DSPLITSPEC_SANITIZE=address,undefined -DSPLITSPEC_WERROR=OFF -DSPLITSPEC_CUDA=OFF \
   -DSPLITSPEC_CUDA_EMULATION=OFF \
-  "-DSPLITSPEC_COMPONENTS=common/engine;common/spec;common/metrics;common/rpc;proto;router;tests" \
+  "-DSPLITSPEC_COMPONENTS=common/engine;common/spec;common/metrics;common/rpc;proto;router/http;tests" \
   "-DSPLITSPEC_TEST_FILTER=^(unit/(engine|tokenizer|model_io|sampling|spec|rpc)|fuzz)$" \
   > build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log; exit 1; }
 # What LeakSanitizer must not report (clang's OpenMP runtime): tests/fuzz/lsan.supp.

@@ -55,9 +55,9 @@ class FakeClock final : public LoadClock {
 
 // A router that answers at once, or, for prompts listed in `ends_at`, holds the client until
 // that fake time (the clock is moved there: the request took that long).
-class FakeRouter {
+class TimedFakeRouter {
  public:
-  FakeRouter(FakeClock* clock, std::map<std::string, double> ends_at)
+  TimedFakeRouter(FakeClock* clock, std::map<std::string, double> ends_at)
       : clock_(clock), ends_at_(std::move(ends_at)) {}
 
   SendFn Sender() {
@@ -122,7 +122,7 @@ TEST(BenchOpenLoopTest, ArrivalDueJustBeforeTheWindowClosesIsSentWhenTheWakeupIs
   const std::vector<double> schedule = {0.1, 0.5, 0.995, 0.999};
   for (int max_inflight : {4, 64}) {
     FakeClock clock(/*late_s=*/0.01);
-    FakeRouter router(&clock, {});
+    TimedFakeRouter router(&clock, {});
     LoadCounters counters;
     const LoadResult result = RunOpenLoop(router.Sender(), ItemsFor(schedule.size()),
                                           Options(max_inflight), schedule, &clock, &counters);
@@ -146,7 +146,7 @@ TEST(BenchOpenLoopTest, ArrivalDueJustBeforeTheWindowClosesIsSentWhenTheWakeupIs
 TEST(BenchOpenLoopTest, ArrivalsWaitingForABusyClientUntilTheWindowClosesAreDropped) {
   const std::vector<double> schedule = {0.1, 0.2, 0.3};
   FakeClock clock(/*late_s=*/0.0);
-  FakeRouter router(&clock, {{"p0", 1.5}});
+  TimedFakeRouter router(&clock, {{"p0", 1.5}});
   const LoadResult result =
       RunOpenLoop(router.Sender(), ItemsFor(3), Options(1), schedule, &clock, nullptr);
   EXPECT_EQ(result.scheduled, 3);
@@ -160,7 +160,7 @@ TEST(BenchOpenLoopTest, ArrivalsWaitingForABusyClientUntilTheWindowClosesAreDrop
 TEST(BenchOpenLoopTest, ArrivalsWaitingForAClientThatFreesInsideTheWindowAreSent) {
   const std::vector<double> schedule = {0.1, 0.2, 0.3};
   FakeClock clock(/*late_s=*/0.005);
-  FakeRouter router(&clock, {{"p0", 0.6}, {"p1", 0.99}});
+  TimedFakeRouter router(&clock, {{"p0", 0.6}, {"p1", 0.99}});
   const LoadResult result =
       RunOpenLoop(router.Sender(), ItemsFor(3), Options(1), schedule, &clock, nullptr);
   EXPECT_EQ(result.dropped, 0);
@@ -176,7 +176,7 @@ TEST(BenchOpenLoopTest, ArrivalsWaitingForAClientThatFreesInsideTheWindowAreSent
 TEST(BenchOpenLoopTest, ArrivalsDueAfterTheWindowAreDroppedAndCounted) {
   const std::vector<double> schedule = {0.2, 1.0, 1.3};
   FakeClock clock(/*late_s=*/0.0);
-  FakeRouter router(&clock, {});
+  TimedFakeRouter router(&clock, {});
   const LoadResult result =
       RunOpenLoop(router.Sender(), ItemsFor(3), Options(8), schedule, &clock, nullptr);
   EXPECT_EQ(result.scheduled, 3);
@@ -193,7 +193,7 @@ TEST(BenchOpenLoopTest, LateWakeupsNeverDropAnArrivalAFreeClientCouldTake) {
     const double late_s = std::uniform_real_distribution<double>(0.0, 0.05)(rng);
     const std::vector<double> schedule = ArrivalSchedule(60.0, 1.0, /*seed=*/trial, 128);
     FakeClock clock(late_s);
-    FakeRouter router(&clock, {});
+    TimedFakeRouter router(&clock, {});
     const LoadResult result = RunOpenLoop(router.Sender(), ItemsFor(schedule.size()), Options(128),
                                           schedule, &clock, nullptr);
     EXPECT_EQ(result.scheduled, static_cast<int64_t>(schedule.size())) << trial;

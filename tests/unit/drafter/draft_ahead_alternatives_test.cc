@@ -40,9 +40,9 @@ std::unique_ptr<DrafterCore> MakeCore() {
   return std::make_unique<DrafterCore>(std::move(*proposer), core_options);
 }
 
-const std::vector<int32_t> kPrompt = {1, 17, 42, 99, 5, 300, 12, 7, 64};
+const std::vector<int32_t> kAheadPrompt = {1, 17, 42, 99, 5, 300, 12, 7, 64};
 
-// A session holding kPrompt, then a draft made ahead on the hypothesis that the step now
+// A session holding kAheadPrompt, then a draft made ahead on the hypothesis that the step now
 // verifying the draft model's own chain of kDepth emits that chain and its guess (greedy
 // unless `sampling` says otherwise; a sampled chain and guess are the draft's draws).
 struct Ahead {
@@ -51,14 +51,14 @@ struct Ahead {
 };
 Ahead DraftAhead(DrafterCore& core, spec::RequestId id, int32_t alternatives,
                  const engine::SamplingParams& sampling = {}) {
-  spec::ProposeItem start = Item(id, 0, kPrompt, kDepth + 1);
+  spec::ProposeItem start = Item(id, 0, kAheadPrompt, kDepth + 1);
   start.sampling = sampling;
   auto first = core.Propose({start});
   EXPECT_TRUE(first.ok() && first->results[0].status.ok());
   Ahead ahead;
   if (!first.ok()) return ahead;
   ahead.hypothesis = first->results[0].draft.tokens;
-  spec::ProposeItem item = Item(id, static_cast<int32_t>(kPrompt.size()), ahead.hypothesis, kDepth);
+  spec::ProposeItem item = Item(id, static_cast<int32_t>(kAheadPrompt.size()), ahead.hypothesis, kDepth);
   item.sampling = sampling;
   item.assumed_tokens = static_cast<int32_t>(ahead.hypothesis.size());
   item.alternatives = alternatives;
@@ -108,18 +108,18 @@ TEST(DraftAheadAlternativesTest, EachOutcomesDraftIsWhatAFreshSessionDrafts) {
   auto core = MakeCore();
   const Ahead ahead = DraftAhead(*core, 5, 4);
   ASSERT_EQ(ahead.hypothesis.size(), static_cast<size_t>(kDepth + 1));
-  EXPECT_EQ(ahead.result.draft.tokens, FreshDraft(Concat(kPrompt, ahead.hypothesis), kDepth));
+  EXPECT_EQ(ahead.result.draft.tokens, FreshDraft(Concat(kAheadPrompt, ahead.hypothesis), kDepth));
   EXPECT_EQ(ahead.result.draft.parents, (std::vector<int32_t>{-1, 0, 1}));
   ASSERT_EQ(ahead.result.alternatives.size(), 4u);
   std::set<std::vector<int32_t>> outcomes;
   for (const spec::AlternativeDraft& alternative : ahead.result.alternatives) {
     ExpectAnotherOutcome(alternative, ahead.hypothesis, &outcomes);
-    EXPECT_EQ(alternative.draft.tokens, FreshDraft(Concat(kPrompt, alternative.assumed), kDepth))
+    EXPECT_EQ(alternative.draft.tokens, FreshDraft(Concat(kAheadPrompt, alternative.assumed), kDepth))
         << "after an alternative of " << alternative.assumed.size() << " tokens";
   }
   // The session's committed history leaves the hypothesis out.
   ASSERT_NE(core->History(5), nullptr);
-  EXPECT_EQ(*core->History(5), kPrompt);
+  EXPECT_EQ(*core->History(5), kAheadPrompt);
 }
 
 // A sampled request's hypothesis is the draft's own draws; each outcome's draft is what a fresh
@@ -139,7 +139,7 @@ TEST(DraftAheadAlternativesTest, SampledOutcomesDrawWhatAFreshSessionDraws) {
   const spec::DraftProposal& main = ahead.result.draft;
   ASSERT_EQ(main.tokens.size(), static_cast<size_t>(kDepth));
   EXPECT_EQ(main.probs.size(), main.tokens.size() * static_cast<size_t>(vocab));
-  ExpectSameDraft(main, FreshProposal(Concat(kPrompt, ahead.hypothesis), kDepth, sampling), "after the hypothesis");
+  ExpectSameDraft(main, FreshProposal(Concat(kAheadPrompt, ahead.hypothesis), kDepth, sampling), "after the hypothesis");
   ASSERT_EQ(ahead.result.alternatives.size(), 3u);
   std::set<std::vector<int32_t>> outcomes;
   for (const spec::AlternativeDraft& alternative : ahead.result.alternatives) {
@@ -147,14 +147,14 @@ TEST(DraftAheadAlternativesTest, SampledOutcomesDrawWhatAFreshSessionDraws) {
     ASSERT_LT(j, ahead.hypothesis.size());
     // The draft's q at position j, as a fresh session drafting there gives it.
     const spec::DraftProposal at_j =
-        FreshProposal(Concat(kPrompt, std::vector<int32_t>(ahead.hypothesis.begin(), ahead.hypothesis.begin() + j)),
+        FreshProposal(Concat(kAheadPrompt, std::vector<int32_t>(ahead.hypothesis.begin(), ahead.hypothesis.begin() + j)),
                       1, sampling);
     ASSERT_EQ(at_j.probs.size(), static_cast<size_t>(vocab));
     EXPECT_GT(at_j.probs[alternative.assumed.back()], 0.0f) << "an alternative the draft cannot draw";
-    ExpectSameDraft(alternative.draft, FreshProposal(Concat(kPrompt, alternative.assumed), kDepth, sampling),
+    ExpectSameDraft(alternative.draft, FreshProposal(Concat(kAheadPrompt, alternative.assumed), kDepth, sampling),
                     "after an alternative of " + std::to_string(alternative.assumed.size()) + " tokens");
   }
-  EXPECT_EQ(*core->History(5), kPrompt);
+  EXPECT_EQ(*core->History(5), kAheadPrompt);
 }
 
 // After the verify step the drafter learns what was committed in the next Propose (a sampled
@@ -175,7 +175,7 @@ TEST(DraftAheadAlternativesTest, AfterAnyOutcomeTheStateEqualsAFreshPrefill) {
   if (uncovered[1] == reference_ahead.hypothesis[1]) ++uncovered[1];
   outcomes.push_back(uncovered);
 
-  spec::ProposeItem next = Item(5, static_cast<int32_t>(kPrompt.size()), {}, kDepth);
+  spec::ProposeItem next = Item(5, static_cast<int32_t>(kAheadPrompt.size()), {}, kDepth);
   next.sampling.temperature = 0.8f;
   next.sampling.seed = 1234;
   for (const std::vector<int32_t>& emitted : outcomes) {
@@ -188,7 +188,7 @@ TEST(DraftAheadAlternativesTest, AfterAnyOutcomeTheStateEqualsAFreshPrefill) {
     auto fresh = MakeCore();
     spec::ProposeItem whole = next;
     whole.known_length = 0;
-    whole.new_tokens = Concat(kPrompt, emitted);
+    whole.new_tokens = Concat(kAheadPrompt, emitted);
     auto expected = fresh->Propose({whole});
     ASSERT_TRUE(expected.ok() && expected->results[0].status.ok());
     const spec::DraftProposal& a = after->results[0].draft;
@@ -207,8 +207,8 @@ TEST(DraftAheadAlternativesTest, AfterAnyOutcomeTheStateEqualsAFreshPrefill) {
 
 TEST(DraftAheadAlternativesTest, BadHypothesesAreRefusedAlone) {
   auto core = MakeCore();
-  ASSERT_TRUE(core->Propose({Item(7, 0, kPrompt, 2)}).ok());
-  const int32_t known = static_cast<int32_t>(kPrompt.size());
+  ASSERT_TRUE(core->Propose({Item(7, 0, kAheadPrompt, 2)}).ok());
+  const int32_t known = static_cast<int32_t>(kAheadPrompt.size());
   std::vector<spec::ProposeItem> items;
   items.push_back(Item(1, 0, {4, 5}, 2));  // every token assumed: no committed history
   items.back().assumed_tokens = 2;
@@ -235,7 +235,7 @@ TEST(DraftAheadAlternativesTest, BadHypothesesAreRefusedAlone) {
     EXPECT_EQ(out->results[i].draft.tokens.size(), 2u);
     EXPECT_EQ(out->results[i].alternatives.size(), 1u);
   }
-  EXPECT_EQ(*core->History(7), Concat(kPrompt, {8}));
+  EXPECT_EQ(*core->History(7), Concat(kAheadPrompt, {8}));
   EXPECT_EQ(*core->History(4), (std::vector<int32_t>{4}));
 }
 

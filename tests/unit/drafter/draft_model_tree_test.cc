@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "drafter/draft_model_proposer.h"
+#include "tests/unit/drafter/propose_items.h"
 #include "tests/unit/verifier/test_models.h"
 
 namespace splitspec::drafter {
@@ -26,13 +27,7 @@ std::unique_ptr<DraftModelProposer> MakeProposer() {
   return proposer.ok() ? std::move(*proposer) : nullptr;
 }
 
-ProposeTask Task(spec::RequestId id, const std::vector<int32_t>* history, spec::ProposalShape shape) {
-  ProposeTask task;
-  task.id = id;
-  task.history = history;
-  task.shape = shape;
-  return task;
-}
+using testing::Task;
 
 std::vector<int32_t> Prompt() {
   std::vector<int32_t> prompt = {1, 17, 42, 99, 5, 300};

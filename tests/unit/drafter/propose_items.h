@@ -1,4 +1,5 @@
-// Small builders the drafter core's tests share: a Propose item and a token concatenation.
+// Small builders the drafter core's tests share: a Propose item, a proposer's task and a token
+// concatenation.
 #ifndef SPLITSPEC_TESTS_UNIT_DRAFTER_PROPOSE_ITEMS_H_
 #define SPLITSPEC_TESTS_UNIT_DRAFTER_PROPOSE_ITEMS_H_
 
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "common/spec/worker_api.h"
+#include "drafter/proposer.h"
 
 namespace splitspec::drafter::testing {
 
@@ -19,6 +21,15 @@ inline spec::ProposeItem Item(spec::RequestId id, int32_t known, std::vector<int
   item.new_tokens = std::move(new_tokens);
   item.shape.depth = depth;
   return item;
+}
+
+// A proposer's task for request `id` drafting after `history` within `shape`.
+inline ProposeTask Task(spec::RequestId id, const std::vector<int32_t>* history, spec::ProposalShape shape) {
+  ProposeTask task;
+  task.id = id;
+  task.history = history;
+  task.shape = shape;
+  return task;
 }
 
 // a followed by b.

@@ -8,16 +8,12 @@
 #include <random>
 #include <vector>
 
+#include "tests/unit/drafter/propose_items.h"
+
 namespace splitspec::drafter {
 namespace {
 
-ProposeTask Task(spec::RequestId id, const std::vector<int32_t>* history, spec::ProposalShape shape) {
-  ProposeTask task;
-  task.id = id;
-  task.history = history;
-  task.shape = shape;
-  return task;
-}
+using testing::Task;
 
 TEST(SuffixProposerTest, DraftsFromAnotherRequestThatFinished) {
   auto proposer = SuffixProposer::Create(SuffixOptions{});

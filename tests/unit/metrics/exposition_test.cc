@@ -4,19 +4,14 @@
 
 #include "common/metrics/metrics_registry.h"
 #include "gtest/gtest.h"
-#include "tests/unit/metrics/exposition_parser.h"
+#include "tests/unit/metrics/registry_exposition.h"
 
 namespace splitspec::metrics {
 namespace {
 
 using testing::Exposition;
+using testing::Parse;
 using testing::ParseExposition;
-
-Exposition Parse(const MetricsRegistry& registry) {
-  absl::StatusOr<Exposition> parsed = ParseExposition(registry.Serialize());
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  return parsed.ok() ? *parsed : Exposition{};
-}
 
 TEST(ExpositionTest, LabelValuesEscapeBackslashQuoteAndNewline) {
   MetricsRegistry registry;

@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/unit/metrics/exposition_parser.h"
+#include "tests/unit/metrics/registry_exposition.h"
 
 namespace splitspec::metrics {
 namespace {
 
+using testing::Bucket;
 using testing::Exposition;
+using testing::Parse;
 using testing::ParseExposition;
 
 std::unique_ptr<RouterSpecMetrics> MakeSpec(MetricsRegistry& registry, const std::string& pool,
@@ -24,26 +26,6 @@ std::unique_ptr<RouterSpecMetrics> MakeSpec(MetricsRegistry& registry, const std
   auto spec = RouterSpecMetrics::Create(registry, options);
   EXPECT_TRUE(spec.ok()) << spec.status();
   return spec.ok() ? *std::move(spec) : nullptr;
-}
-
-Exposition Parse(const MetricsRegistry& registry) {
-  auto parsed = ParseExposition(registry.Serialize());
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  return parsed.ok() ? *parsed : Exposition{};
-}
-
-// Cumulative count of the bucket whose bound is `le` ("+Inf" or an integer).
-std::optional<double> Bucket(const Exposition& e, const std::string& name,
-                             const std::map<std::string, std::string>& labels,
-                             const std::string& le) {
-  for (const auto& s : e.Find(name + "_bucket", labels)) {
-    for (const auto& [k, v] : s.labels) {
-      if (k == "le" && (v == le || (le != "+Inf" && std::stod(v) == std::stod(le)))) {
-        return s.value;
-      }
-    }
-  }
-  return std::nullopt;
 }
 
 // Two steps and one single proposal with accept lengths worked out by hand:

@@ -4,29 +4,15 @@
 #include "common/metrics/router_serving_metrics.h"
 #include "common/metrics/worker_metrics.h"
 #include "gtest/gtest.h"
-#include "tests/unit/metrics/exposition_parser.h"
+#include "tests/unit/metrics/registry_exposition.h"
 
 namespace splitspec::metrics {
 namespace {
 
+using testing::Bucket;
 using testing::Exposition;
+using testing::Parse;
 using testing::ParseExposition;
-
-Exposition Parse(const MetricsRegistry& registry) {
-  auto parsed = ParseExposition(registry.Serialize());
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  return parsed.ok() ? *parsed : Exposition{};
-}
-
-std::optional<double> Bucket(const Exposition& e, const std::string& name,
-                             std::map<std::string, std::string> labels, double le) {
-  for (const auto& s : e.Find(name + "_bucket", labels)) {
-    for (const auto& [k, v] : s.labels) {
-      if (k == "le" && v != "+Inf" && std::stod(v) == le) return s.value;
-    }
-  }
-  return std::nullopt;
-}
 
 TEST(RouterServingMetricsTest, StepSpreadsBurstIntervalsOverTokens) {
   MetricsRegistry registry;

@@ -202,7 +202,8 @@ TEST(StepMemoryTest, AWorkerWithoutItLeavesTheConnectionOnTheSocket) {
   close(fds[1]);
 }
 
-absl::StatusOr<std::string> Echo(StepMethod, const std::string& request, std::function<void()>*) {
+// Answers every request with "echo:" + its bytes.
+absl::StatusOr<std::string> EchoAnyMethod(StepMethod, const std::string& request, std::function<void()>*) {
   return "echo:" + request;
 }
 
@@ -211,7 +212,8 @@ absl::StatusOr<std::string> Echo(StepMethod, const std::string& request, std::fu
 TEST(StepMemoryTest, ClientsThatAskUseItAndOthersDoNot) {
   ScopedTempDir dir("step_memory_");
   const std::string path = dir.path() + "/w.sock.step";
-  auto server = StepSocketServer::Start(path, Echo, /*max_connections=*/4, absl::Microseconds(300));
+  auto server =
+      StepSocketServer::Start(path, EchoAnyMethod, /*max_connections=*/4, absl::Microseconds(300));
   ASSERT_TRUE(server.ok()) << server.status();
   StepSocketClient with_memory(path, absl::Microseconds(300), /*shared_memory=*/true);
   StepSocketClient without(path, absl::Microseconds(300), /*shared_memory=*/false);

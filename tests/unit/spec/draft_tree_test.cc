@@ -11,6 +11,7 @@
 #include "common/engine/sampling/sampler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/spec/tree_limits.h"
 
 namespace splitspec::spec {
 namespace {
@@ -18,12 +19,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-DraftTreeLimits Limits(int32_t vocab, int32_t max_nodes = 256) {
-  DraftTreeLimits limits;
-  limits.vocab_size = vocab;
-  limits.max_nodes = max_nodes;
-  return limits;
-}
+using testing::Limits;
 
 void ExpectInvalid(const absl::StatusOr<DraftTree>& tree, const std::string& fragment) {
   ASSERT_FALSE(tree.ok());

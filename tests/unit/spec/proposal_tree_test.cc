@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/spec/tree_limits.h"
 
 namespace splitspec::spec {
 namespace {
@@ -13,11 +14,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-DraftTreeLimits Limits(int32_t vocab) {
-  DraftTreeLimits limits;
-  limits.vocab_size = vocab;
-  return limits;
-}
+using testing::Limits;
 
 TEST(ProposalTree, WithoutProbabilities) {
   DraftProposal proposal;

@@ -9,6 +9,7 @@
 #include "common/spec/verify.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/spec/tree_limits.h"
 
 namespace splitspec::spec {
 namespace {
@@ -39,11 +40,7 @@ std::vector<float> TargetLogits(const DraftTree& tree, int32_t vocab, engine::Rn
   return logits;
 }
 
-DraftTreeLimits Limits(int32_t vocab) {
-  DraftTreeLimits limits;
-  limits.vocab_size = vocab;
-  return limits;
-}
+using testing::Limits;
 
 TEST(VerifyGreedy, RandomTreesMatchTargetRunAsChain) {
   engine::Rng rng(17);

@@ -14,6 +14,7 @@
 #include "common/spec/verify.h"
 #include "gtest/gtest.h"
 #include "tests/unit/sampling/chi_square.h"
+#include "tests/unit/spec/tree_limits.h"
 
 namespace splitspec::spec {
 namespace {
@@ -174,11 +175,7 @@ SamplingParams Temperature1() {
   return params;
 }
 
-DraftTreeLimits Limits() {
-  DraftTreeLimits limits;
-  limits.vocab_size = kVocab;
-  return limits;
-}
+using testing::Limits;
 
 constexpr int kTrials = 60000;
 
@@ -193,7 +190,7 @@ TEST(VerifyRejection, ChainWithDraftProbabilitiesMatchesTarget) {
       [&](Rng& rng) {
         const int32_t x1 = Draw(q1, rng);
         const int32_t x2 = Draw(q2[x1], rng);
-        return *DraftTree::Chain({x1, x2}, Limits(), {Sparse(q1), Sparse(q2[x1])});
+        return *DraftTree::Chain({x1, x2}, Limits(kVocab), {Sparse(q1), Sparse(q2[x1])});
       },
       Temperature1(), kTrials, 1);
   ExpectTargetDistribution(counts, target);
@@ -221,7 +218,7 @@ TEST(VerifyRejection, TreeWithIidSiblingsMatchesTarget) {
           const int32_t node = builder.Add(-1, x, Sparse(q1));
           for (int c = 0; c < 2; ++c) builder.Add(node, Draw(q2[x], rng), Sparse(q2[x]));
         }
-        return *std::move(builder).Build(Limits());
+        return *std::move(builder).Build(Limits(kVocab));
       },
       Temperature1(), kTrials, 2);
   ExpectTargetDistribution(counts, target);
@@ -243,7 +240,7 @@ TEST(VerifyRejection, TreeWithSiblingsWithoutReplacementMatchesTarget) {
           const int32_t node = builder.Add(-1, x, Sparse(q));
           builder.Add(node, Draw(target.p1[x], rng), Sparse(target.p1[x]));
         }
-        return *std::move(builder).Build(Limits());
+        return *std::move(builder).Build(Limits(kVocab));
       },
       Temperature1(), kTrials, 3);
   ExpectTargetDistribution(counts, target);
@@ -256,7 +253,7 @@ TEST(VerifyRejection, DeterministicChainWithoutDraftProbabilities) {
   const Counts counts = RunTrials(
       target,
       [&](Rng&) {
-        return *DraftTree::Chain({2, 3}, Limits());
+        return *DraftTree::Chain({2, 3}, Limits(kVocab));
       },
       Temperature1(), kTrials, 4);
   ExpectTargetDistribution(counts, target);
@@ -283,7 +280,7 @@ TEST(VerifyRejection, DeterministicTreeWithDuplicateAndMixedSiblings) {
         for (int32_t x : {1, 4, 1}) builder.Add(builder.Add(-1, x), (x + 1) % kVocab);
         const int32_t sampled = Draw(q, rng);
         builder.Add(builder.Add(-1, sampled, Sparse(q)), 0);
-        return *std::move(builder).Build(Limits());
+        return *std::move(builder).Build(Limits(kVocab));
       },
       Temperature1(), kTrials, 5);
   ExpectTargetDistribution(counts, target);
@@ -297,7 +294,7 @@ TEST(VerifyRejection, AllAcceptedDrawsBonusFromLastNode) {
   target.p0 = Dist(kVocab, 0.0);
   target.p0[3] = 1.0;
   const Counts counts = RunTrials(
-      target, [&](Rng&) { return *DraftTree::Chain({3}, Limits()); }, Temperature1(), kTrials, 6);
+      target, [&](Rng&) { return *DraftTree::Chain({3}, Limits(kVocab)); }, Temperature1(), kTrials, 6);
   EXPECT_EQ(counts.first_accepted, counts.trials);
   EXPECT_GT(ChiSquarePValue(counts.second[3], target.p1[3]), kChiSquareMinPValue);
 }
@@ -327,7 +324,7 @@ TEST(VerifyRejection, TargetWithTopKAndTemperature) {
       [&](Rng& rng) {
         const int32_t x1 = Draw(q1, rng);
         const int32_t x2 = Draw(q2[x1], rng);
-        return *DraftTree::Chain({x1, x2}, Limits(), {Sparse(q1), Sparse(q2[x1])});
+        return *DraftTree::Chain({x1, x2}, Limits(kVocab), {Sparse(q1), Sparse(q2[x1])});
       },
       params, kTrials, 8);
   ExpectTargetDistribution(counts, target.Cut(params));
@@ -344,7 +341,7 @@ TEST(VerifyRejection, ReproducibleForASeed) {
       const int32_t node = builder.Add(-1, Draw(q, setup), Sparse(q));
       builder.Add(node, Draw(q, setup), Sparse(q));
     }
-    trees.push_back(*std::move(builder).Build(Limits()));
+    trees.push_back(*std::move(builder).Build(Limits(kVocab)));
   }
   auto run = [&](uint64_t seed) {
     Rng rng(seed);
@@ -360,7 +357,7 @@ TEST(VerifyRejection, ReproducibleForASeed) {
 }
 
 TEST(VerifyRejection, RejectsBadInput) {
-  const DraftTree chain = *DraftTree::Chain({1}, Limits());
+  const DraftTree chain = *DraftTree::Chain({1}, Limits(kVocab));
   Rng rng(1);
   const std::vector<float> logits(2 * kVocab, 0.0f);
   SamplingParams bad = Temperature1();

@@ -168,16 +168,16 @@ void ExpectTargetDistributed(const RouterRun& run, const engine::SamplingParams&
   EXPECT_GT(p2, kChiSquareMinPValue) << what;
 }
 
-constexpr int kSamples = 2000;
+constexpr int kRouterSamples = 2000;
 
 TEST(RouterSampledTest, SampledTreesThroughTheRouterMatchTheTarget) {
   const engine::SamplingParams params = TemperatureOne();
-  const RouterRun run = RunThroughRouter("static-tree:3:8", /*pipeline=*/false, params, kSamples,
+  const RouterRun run = RunThroughRouter("static-tree:3:8", /*pipeline=*/false, params, kRouterSamples,
                                          /*max_tokens=*/6, /*skip=*/0);
-  ASSERT_EQ(run.samples.size(), static_cast<size_t>(kSamples));
+  ASSERT_EQ(run.samples.size(), static_cast<size_t>(kRouterSamples));
   EXPECT_GT(run.info.steps, 0);
   // Trees were verified: more draft nodes than levels per request-step.
-  EXPECT_GT(run.drafted, 3 * (run.steps - kSamples));
+  EXPECT_GT(run.drafted, 3 * (run.steps - kRouterSamples));
   EXPECT_GT(run.accepted, 0);
   ExpectTargetDistributed(run, params, "router, sampled trees 3 levels / 8 nodes");
 }
@@ -189,9 +189,9 @@ TEST(RouterSampledTest, SampledChainsWithThePipelineMatchTheTarget) {
   params.temperature = 0.5f;
   // The tokens after the first step's 3 + 1: where the first step's chain and guess held,
   // they come from a draft made ahead.
-  const RouterRun run = RunThroughRouter("static:3", /*pipeline=*/true, params, kSamples, /*max_tokens=*/12,
+  const RouterRun run = RunThroughRouter("static:3", /*pipeline=*/true, params, kRouterSamples, /*max_tokens=*/12,
                                          /*skip=*/4);
-  ASSERT_EQ(run.samples.size(), static_cast<size_t>(kSamples));
+  ASSERT_EQ(run.samples.size(), static_cast<size_t>(kRouterSamples));
   std::printf("drafts made ahead: %lld used, %lld dropped\n", static_cast<long long>(run.info.draft_ahead_used),
               static_cast<long long>(run.info.draft_ahead_dropped));
   EXPECT_GT(run.info.draft_ahead_used, 200) << "too few drafts made ahead were used to matter";
@@ -208,9 +208,9 @@ TEST(RouterSampledTest, SampledChainsWithThePipelineMatchTheTarget) {
 TEST(RouterSampledTest, SampledChainsWithAlternativesAheadMatchTheTarget) {
   engine::SamplingParams params = TemperatureOne();
   params.temperature = 0.5f;
-  const RouterRun run = RunThroughRouter("static:3", /*pipeline=*/true, params, kSamples, /*max_tokens=*/8,
+  const RouterRun run = RunThroughRouter("static:3", /*pipeline=*/true, params, kRouterSamples, /*max_tokens=*/8,
                                          /*skip=*/4, /*alternatives=*/2);
-  ASSERT_EQ(run.samples.size(), static_cast<size_t>(kSamples));
+  ASSERT_EQ(run.samples.size(), static_cast<size_t>(kRouterSamples));
   std::printf("drafts made ahead: %lld used, %lld of them kept for an alternative, %lld dropped\n",
               static_cast<long long>(run.info.draft_ahead_used),
               static_cast<long long>(run.info.draft_ahead_alternatives_held),

@@ -95,7 +95,7 @@ std::unique_ptr<drafter::DrafterCore> MakeNgramDrafter() {
 // Runs n_samples requests (seeds 1..n_samples) through prefill and speculative steps of
 // chain depth k until each has two tokens after t0. Returns an empty sample list on failure
 // (after recording it with ADD_FAILURE).
-spec::ProposalShape Chain(int32_t k) { return spec::ProposalShape{k, 1, 0}; }
+spec::ProposalShape ChainShape(int32_t k) { return spec::ProposalShape{k, 1, 0}; }
 
 // Rewrites every sampled draft node's q row to its parent's undivided q (the first sibling's
 // row): the wrong treatment of siblings drawn without replacement, for the negative control.
@@ -208,7 +208,7 @@ TEST(SampledDistributionTest, DraftModelChainMatchesTargetAtTemperatureOne) {
   ASSERT_NE(drafter, nullptr);
   const std::vector<int32_t> prompt = DraftModelPrompt();
   const engine::SamplingParams params = Temperature(1.0f);
-  const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, Chain(3), kSamples);
+  const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, ChainShape(3), kSamples);
   ASSERT_EQ(stats.samples.size(), static_cast<size_t>(kSamples));
   // Every step drafted, and enough drafts were accepted that both the accept and the reject
   // branches of rejection sampling shaped the output.
@@ -289,7 +289,7 @@ TEST(SampledDistributionTest, DraftModelChainMatchesTargetWithTopKAndTopP) {
   // and tokens q cannot draw both matter.
   const std::vector<int32_t> prompt = DraftModelPrompt();
   const engine::SamplingParams params = Temperature(0.8f, /*top_k=*/40, /*top_p=*/0.9f);
-  const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, Chain(3), kSamples);
+  const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, ChainShape(3), kSamples);
   ASSERT_EQ(stats.samples.size(), static_cast<size_t>(kSamples));
   EXPECT_GT(stats.accepted, stats.steps / 10);
   const Expected expected = ExactTargetDistributions(prompt, stats.samples, params);
@@ -310,7 +310,7 @@ TEST(SampledDistributionTest, NgramDraftsMatchTargetAtLowTemperature) {
   // the n-gram lookup copies from the looping history are accepted a fair share of the time.
   const std::vector<int32_t> prompt = NgramPrompt();
   const engine::SamplingParams params = Temperature(0.3f);
-  const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, Chain(3), kSamples);
+  const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, ChainShape(3), kSamples);
   ASSERT_EQ(stats.samples.size(), static_cast<size_t>(kSamples));
   std::printf("ngram k=3, T=0.3: %lld steps, %lld drafted, %.2f accepted/step\n", static_cast<long long>(stats.steps),
               static_cast<long long>(stats.drafted_steps), static_cast<double>(stats.accepted) / stats.steps);
@@ -334,7 +334,7 @@ TEST(SampledDistributionTest, SampledRequestIsReproducibleFromItsSeed) {
     auto drafter = MakeDraftModelDrafter();
     ASSERT_NE(verifier, nullptr);
     ASSERT_NE(drafter, nullptr);
-    const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, Chain(4), 20);
+    const RunStats stats = RunSpeculative(*drafter, *verifier, prompt, params, ChainShape(4), 20);
     ASSERT_EQ(stats.samples.size(), 20u);
     std::vector<int32_t> flat;
     for (const Sample& s : stats.samples) flat.insert(flat.end(), {s.t0, s.t1, s.t2, s.first_draft});

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tests/unit/verifier/draft_chain.h"
 #include "tests/unit/verifier/test_models.h"
 #include "tests/unit/verifier/tp_test_util.h"
 #include "verifier/verifier_core.h"
@@ -38,12 +39,7 @@ VerifierOptions Options(int tp_size, StepRecorder* recorder, int32_t kv_blocks =
   return options;
 }
 
-spec::DraftProposal Chain(const std::vector<int32_t>& tokens) {
-  spec::DraftProposal draft;
-  draft.tokens = tokens;
-  for (size_t i = 0; i < tokens.size(); ++i) draft.parents.push_back(static_cast<int32_t>(i) - 1);
-  return draft;
-}
+using testing::Chain;
 
 // Everything a client sees from a session script, in order.
 struct Transcript {
@@ -63,22 +59,22 @@ struct Transcript {
   }
 };
 
-const std::vector<int32_t> kPromptA = {1, 17, 42, 99, 5, 300};
-const std::vector<int32_t> kPromptB = {1, 7, 7, 7, 7, 7, 7, 7, 7, 3};
-const std::vector<int32_t> kPromptC = {1, 250, 251, 252};
-const std::vector<int32_t> kPromptD = {1, 400, 3, 99};
+const std::vector<int32_t> kTpPromptA = {1, 17, 42, 99, 5, 300};
+const std::vector<int32_t> kTpPromptB = {1, 7, 7, 7, 7, 7, 7, 7, 7, 3};
+const std::vector<int32_t> kTpPromptC = {1, 250, 251, 252};
+const std::vector<int32_t> kTpPromptD = {1, 400, 3, 99};
 
 // Request 1 (greedy): chains following the greedy reference for `good` tokens, then a wrong
 // one. Request 2 (greedy): trees with a wrong and a right branch. Request 3 (sampled): chains of
 // arbitrary tokens, accepted or not by rejection sampling. Request 4 joins after 2 leaves.
 Transcript RunScript(VerifierCore& core) {
   Transcript t;
-  const std::vector<int32_t> ref_a = GreedyReference(GetTestModels().target_dir, kPromptA, 40);
-  const std::vector<int32_t> ref_b = GreedyReference(GetTestModels().target_dir, kPromptB, 40);
-  spec::PrefillItem sampled{3, kPromptC, {}};
+  const std::vector<int32_t> ref_a = GreedyReference(GetTestModels().target_dir, kTpPromptA, 40);
+  const std::vector<int32_t> ref_b = GreedyReference(GetTestModels().target_dir, kTpPromptB, 40);
+  spec::PrefillItem sampled{3, kTpPromptC, {}};
   sampled.sampling.temperature = 0.9f;
   sampled.sampling.seed = 1234;
-  auto prefilled = core.Prefill({{1, kPromptA, {}}, {2, kPromptB, {}}, sampled});
+  auto prefilled = core.Prefill({{1, kTpPromptA, {}}, {2, kTpPromptB, {}}, sampled});
   EXPECT_TRUE(prefilled.ok()) << prefilled.status();
   if (!prefilled.ok()) return t;
   for (const spec::PrefillResult& r : *prefilled)
@@ -113,7 +109,7 @@ Transcript RunScript(VerifierCore& core) {
     }
     if (step == 2) {
       t.lines.push_back(absl::StrCat("release ", core.Release({2})));
-      auto joined = core.Prefill({{4, kPromptD, {}}});
+      auto joined = core.Prefill({{4, kTpPromptD, {}}});
       EXPECT_TRUE(joined.ok()) << joined.status();
       if (!joined.ok()) return t;
       t.lines.push_back(absl::StrCat("prefill 4 -> ", (*joined)[0].next_token));

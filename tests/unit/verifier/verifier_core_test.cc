@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "tests/unit/verifier/draft_chain.h"
 #include "tests/unit/verifier/test_models.h"
 
 namespace splitspec::verifier {
@@ -29,12 +30,7 @@ std::unique_ptr<VerifierCore> MakeCore(int32_t max_draft_tokens = 8, int32_t max
   return core.ok() ? std::move(*core) : nullptr;
 }
 
-spec::DraftProposal Chain(const std::vector<int32_t>& tokens) {
-  spec::DraftProposal draft;
-  draft.tokens = tokens;
-  for (size_t i = 0; i < tokens.size(); ++i) draft.parents.push_back(static_cast<int32_t>(i) - 1);
-  return draft;
-}
+using testing::Chain;
 
 const std::vector<int32_t> kPromptA = {1, 17, 42, 99, 5, 300};
 const std::vector<int32_t> kPromptB = {1, 250, 251, 252};
