@@ -108,14 +108,14 @@ void TileRows(const uint8_t* const* w_rows, int64_t n_in, int64_t row0, const Ou
 
 // One block of RB weight rows (W rows row0.., inside `part`) against tokens [t_begin, t_end).
 template <typename Format, int RB>
-void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, int64_t row0, int direction,
+void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, int64_t row0,
               const OutputPart& part, const float* const* x_rows, int64_t t_begin, int64_t t_end, const float* bias) {
   const uint8_t* w_rows[RB];
   for (int r = 0; r < RB; ++r) w_rows[r] = w + (row0 + r) * row_bytes;
   // Only the first token tile of a block streams its rows from memory; later tiles find them
   // in cache, so they skip the prefetch. W is one contiguous matrix, so the prefetch runs on
   // across parts.
-  const char* prefetch = RowsToPrefetch(w, row_bytes, n_rows, row0, RB, direction);
+  const char* prefetch = RowsToPrefetch(w, row_bytes, n_rows, row0, RB);
   TileRows<Format, RB>(w_rows, n_in, row0, part, x_rows, t_begin, t_end, bias, prefetch);
 }
 
@@ -171,15 +171,13 @@ inline RowOutput OutputOf(absl::Span<const OutputPart> parts, const float* bias,
 }
 
 // Rows [first, first + kStreams * count) of W against one token x, as kStreams streams of
-// `count` rows walked up (direction +1) or down (-1). Row i of stream s is W row
-// first + s * count + i.
+// `count` rows walked upwards. Row i of stream s is W row first + s * count + i.
 template <typename Format, int kStreams>
-void StreamRun(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t first, int64_t count, int direction,
+void StreamRun(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t first, int64_t count,
                int64_t prefetch_rows, absl::Span<const OutputPart> parts, const float* bias, const float* x) {
-  for (int64_t step = 0; step < count; ++step) {
-    const int64_t i = direction > 0 ? step : count - 1 - step;
-    const int64_t ahead = i + direction * prefetch_rows;
-    const bool prefetch = prefetch_rows > 0 && ahead >= 0 && ahead < count;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t ahead = i + prefetch_rows;
+    const bool prefetch = prefetch_rows > 0 && ahead < count;
     const uint8_t* w_rows[kStreams];
     const uint8_t* prefetch_at[kStreams];
     for (int s = 0; s < kStreams; ++s) {
@@ -210,11 +208,11 @@ void DecodeStreams(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n
   constexpr int kStreams = kDecodeStreams<Format>;
   const int64_t prefetch_rows = static_cast<int64_t>((kStreamPrefetchBytes + row_bytes - 1) / row_bytes);
   const int64_t n_runs = n_rows / kStreams;
-  ForEachClaim(n_runs, WorthParallel(4 * n_rows * n_in), [&](int64_t first, int64_t count, int direction) {
-    StreamRun<Format, kStreams>(w, row_bytes, n_in, first * kStreams, count, direction, prefetch_rows, parts, bias, x);
+  ForEachClaim(n_runs, WorthParallel(4 * n_rows * n_in), [&](int64_t first, int64_t count) {
+    StreamRun<Format, kStreams>(w, row_bytes, n_in, first * kStreams, count, prefetch_rows, parts, bias, x);
   });
   for (int64_t row = n_runs * kStreams; row < n_rows; ++row) {
-    StreamRun<Format, 1>(w, row_bytes, n_in, row, 1, +1, 0, parts, bias, x);
+    StreamRun<Format, 1>(w, row_bytes, n_in, row, 1, 0, parts, bias, x);
   }
 }
 
@@ -229,8 +227,8 @@ void MatMulTyped(const void* weights, size_t row_bytes, int64_t n_rows, int64_t 
     // A quarter of the usual threshold: even the smallest projections of real models stream
     // enough weight bytes for two threads to pay.
     ForEachRowBlock<kRowBlock>(parts, WorthParallel(4 * n_rows * n_in * (t1 - t0)),
-                               [&](auto rb, int64_t row0, const OutputPart& part, int direction) {
-                                 RowBlock<Format, decltype(rb)::value>(w, row_bytes, n_rows, n_in, row0, direction, part,
+                               [&](auto rb, int64_t row0, const OutputPart& part) {
+                                 RowBlock<Format, decltype(rb)::value>(w, row_bytes, n_rows, n_in, row0, part,
                                                                        x_rows.data(), t0, t1, bias);
                                });
   }

@@ -33,12 +33,11 @@ constexpr int kPrefetchBlocks = 2;
 constexpr int kCacheLine = 64;
 
 // The first byte of the rows to prefetch while working on the RB rows from row0 (W's rows are
-// contiguous, so this runs on across the parts of a MatMulSplit), or nullptr past W's ends.
-// `direction` is +1 for a thread walking up W's blocks, -1 for one walking down.
-inline const char* RowsToPrefetch(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t row0, int rb,
-                                  int direction = +1) {
-  const int64_t ahead = row0 + direction * kPrefetchBlocks * rb;
-  return ahead >= 0 && ahead + rb <= n_rows ? reinterpret_cast<const char*>(w + ahead * row_bytes) : nullptr;
+// contiguous, so this runs on across the parts of a MatMulSplit), or nullptr past W's end.
+// Every run of blocks is read upwards (ClaimMeetingInTheMiddle), so the blocks ahead are above.
+inline const char* RowsToPrefetch(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t row0, int rb) {
+  const int64_t ahead = row0 + kPrefetchBlocks * rb;
+  return ahead + rb <= n_rows ? reinterpret_cast<const char*>(w + ahead * row_bytes) : nullptr;
 }
 
 // Step `step`'s share of a prefetch (`bytes_per_step` bytes from prefetch + step * bytes_per_step)
@@ -49,8 +48,8 @@ inline void PrefetchStep(const char* prefetch, int64_t step, size_t bytes_per_st
   for (size_t line = 0; line < bytes_per_step; line += kCacheLine) PrefetchToL2(p + line);
 }
 
-// A run of row blocks shared by two threads that walk towards each other: one up from its
-// start, one down from its end, each claiming a few blocks at a time until they meet. With a
+// A run of row blocks shared by two threads that claim towards each other: one from its start
+// upwards, one from its end downwards, a few blocks at a time until they meet. With a
 // static split one thread waited for the other at the end of every projection (a shared
 // machine's two cores rarely stream at the same speed; OpenMP's barrier spin held ~13% of the
 // threads' time in a BF16 decode profile). Meeting in the middle balances them while each still
@@ -95,47 +94,51 @@ inline void PlanMeetingRanges(int64_t n, int n_threads, MeetingRange* ranges) {
   }
 }
 
-// Calls claim(first, count, direction) for runs [first, first + count) that together cover [0, n)
-// once, from the threads of the enclosing parallel region, whose team size `ranges` was planned
-// for (PlanMeetingRanges): in each pair's range the even thread claims runs up from the start
-// (direction +1) and the odd one runs down from the end (-1) until they meet; an odd one out
-// claims its range alone, upwards.
+// Calls claim(first, count) for runs [first, first + count) that together cover [0, n) once,
+// from the threads of the enclosing parallel region, whose team size `ranges` was planned for
+// (PlanMeetingRanges): in each pair's range the even thread claims runs from the start upwards
+// and the odd one runs from the end downwards until they meet; an odd one out claims its range
+// alone, upwards. Every run is read upwards, the odd thread's too: its claims come down from the
+// end, but inside each it reads ascending addresses. Rows read in descending order, each a
+// short forward stream just below the last, lose the hardware prefetchers: on a Zen 3 (AVX2,
+// where decode issues no software prefetch), a standalone F16 kernel over 96 matrices of
+// 1024 x 768, two threads each reading half, read 8.9 GB/s with the second thread's rows in
+// descending order against 15.4 with both ascending. In the engine (1-token MatMul over 64 such
+// matrices in turn, three alternating runs) the descending second walker cost F16 16.4 / 14.5 /
+// 17.0 GB/s against 21.7 / 23.0 / 20.8 ascending, BF16 13.2 / 14.9 / 14.4 against 22.6 / 20.3 /
+// 22.4; batch-1 decode of the medium model: docs/engine-benchmarks.md.
 template <typename ClaimFn>
 void ClaimMeetingInTheMiddle(int64_t n, MeetingRange* ranges, ClaimFn&& claim) {
   const int thread = omp_get_thread_num();
   const int pair = thread / 2;
-  const bool walks_down = thread % 2 == 1;
+  const bool claims_from_the_end = thread % 2 == 1;
   auto [low, high] = PairRange(n, pair, omp_get_num_threads());
   MeetingRange& range = ranges[pair];
   for (int64_t granted = range.Claim(); granted > 0; granted = range.Claim()) {
-    if (walks_down) {
+    if (claims_from_the_end) {
       high -= granted;
-      claim(high, granted, -1);
+      claim(high, granted);
     } else {
-      claim(low, granted, +1);
+      claim(low, granted);
       low += granted;
     }
   }
 }
 
-// Calls visit(index, direction) for the indices of the run [first, first + count), upwards for
-// direction +1 and downwards for -1.
+// Calls visit(index) for the indices of the run [first, first + count), upwards.
 template <typename VisitFn>
-inline void VisitRun(int64_t first, int64_t count, int direction, VisitFn&& visit) {
-  for (int64_t i = 0; i < count; ++i) visit(direction > 0 ? first + i : first + count - 1 - i, direction);
+inline void VisitRun(int64_t first, int64_t count, VisitFn&& visit) {
+  for (int64_t i = first; i < first + count; ++i) visit(i);
 }
 
-// Calls visit(index, direction) for every index in [0, n) once, as ClaimMeetingInTheMiddle
-// shares them out: the thread walking up visits its runs' indices upwards, the one walking
-// down downwards.
+// Calls visit(index) for every index in [0, n) once, as ClaimMeetingInTheMiddle shares them
+// out, each run's indices upwards.
 template <typename VisitFn>
 void VisitMeetingInTheMiddle(int64_t n, MeetingRange* ranges, VisitFn&& visit) {
-  ClaimMeetingInTheMiddle(n, ranges, [&](int64_t first, int64_t count, int direction) {
-    VisitRun(first, count, direction, visit);
-  });
+  ClaimMeetingInTheMiddle(n, ranges, [&](int64_t first, int64_t count) { VisitRun(first, count, visit); });
 }
 
-// Calls claim(first, count, direction) for runs that together cover [0, n) once: shared out in
+// Calls claim(first, count) for runs that together cover [0, n) once: shared out in
 // one parallel region (a fork/join per projection would cost more than a small projection's
 // compute) by ClaimMeetingInTheMiddle, or as one run on this thread when `parallel` is unset or
 // there is one thread.
@@ -143,7 +146,7 @@ template <typename ClaimFn>
 void ForEachClaim(int64_t n, bool parallel, ClaimFn&& claim) {
   const int max_threads = omp_get_max_threads();
   if (!parallel || max_threads == 1) {
-    if (n > 0) claim(int64_t{0}, n, +1);
+    if (n > 0) claim(int64_t{0}, n);
     return;
   }
   // The ranges are set up here rather than inside the region, which would cost every
@@ -162,32 +165,30 @@ void ForEachClaim(int64_t n, bool parallel, ClaimFn&& claim) {
       const int thread = omp_get_thread_num();
       const int64_t first = n * thread / n_threads;
       const int64_t end = n * (thread + 1) / n_threads;
-      if (end > first) claim(first, end - first, +1);
+      if (end > first) claim(first, end - first);
     }
   }
 }
 
-// Calls block(std::integral_constant<int, RB>, row0, part, direction) for every run of rows:
-// the full blocks of kRowBlock rows of all parts form one index space, shared out by
-// ForEachClaim and visited in each run's direction; the rows left at the end of a part
+// Calls block(std::integral_constant<int, RB>, row0, part) for every run of rows: the full
+// blocks of kRowBlock rows of all parts form one index space, shared out by ForEachClaim and
+// visited upwards in each run; the rows left at the end of a part
 // (< kRowBlock) then run serially with RB = 1. Every output element has one owner, whichever
 // thread it is, so threading never changes a result.
 template <int kRowBlock, typename BlockFn>
 void ForEachRowBlock(absl::Span<const OutputPart> parts, bool parallel, BlockFn&& block) {
   int64_t n_blocks = 0;
   for (const OutputPart& part : parts) n_blocks += part.n_cols / kRowBlock;
-  auto visit = [&](int64_t index, int direction) {
+  auto visit = [&](int64_t index) {
     int64_t local = index;
     size_t p = 0;
     while (local >= parts[p].n_cols / kRowBlock) local -= parts[p++].n_cols / kRowBlock;
-    block(std::integral_constant<int, kRowBlock>{}, parts[p].first_row + local * kRowBlock, parts[p], direction);
+    block(std::integral_constant<int, kRowBlock>{}, parts[p].first_row + local * kRowBlock, parts[p]);
   };
-  ForEachClaim(n_blocks, parallel, [&](int64_t first, int64_t count, int direction) {
-    VisitRun(first, count, direction, visit);
-  });
+  ForEachClaim(n_blocks, parallel, [&](int64_t first, int64_t count) { VisitRun(first, count, visit); });
   for (const OutputPart& part : parts) {
     for (int64_t col = part.n_cols / kRowBlock * kRowBlock; col < part.n_cols; ++col) {
-      block(std::integral_constant<int, 1>{}, part.first_row + col, part, +1);
+      block(std::integral_constant<int, 1>{}, part.first_row + col, part);
     }
   }
 }

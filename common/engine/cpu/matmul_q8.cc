@@ -407,11 +407,11 @@ void LastTokens(const uint8_t* group, int64_t n_in, int64_t row0, int64_t n_rows
   }
 }
 
-void Group(const uint8_t* w, int64_t n_rows, int64_t n_in, int64_t g, int direction, absl::Span<const OutputPart> parts,
+void Group(const uint8_t* w, int64_t n_rows, int64_t n_in, int64_t g, absl::Span<const OutputPart> parts,
            const QuantizedTokens& x, int64_t t_begin, int64_t t_end, const float* bias) {
   const size_t group_bytes = Q8GroupBytes(n_in);
   const uint8_t* group = w + g * group_bytes;
-  const char* prefetch = RowsToPrefetch(w, group_bytes, Q8GroupCount(n_rows), g, 1, direction);
+  const char* prefetch = RowsToPrefetch(w, group_bytes, Q8GroupCount(n_rows), g, 1);
   const int64_t n_blocks = n_in / kQ8BlockSize;
   const size_t prefetch_bytes_per_step = (group_bytes + n_blocks - 1) / n_blocks;
   const int64_t row0 = g * kQ8GroupRows;
@@ -435,13 +435,12 @@ void Group(const uint8_t* w, int64_t n_rows, int64_t n_in, int64_t g, int direct
 constexpr int kDecodeStreams = 4;
 
 // Groups [first, first + kDecodeStreams * count) against one token, as kDecodeStreams streams of
-// `count` groups walked up (direction +1) or down (-1): group i of stream s is
+// `count` groups walked upwards: group i of stream s is
 // first + s * count + i.
-void GroupStreamRun(const uint8_t* w, int64_t n_rows, int64_t n_in, int64_t first, int64_t count, int direction,
+void GroupStreamRun(const uint8_t* w, int64_t n_rows, int64_t n_in, int64_t first, int64_t count,
                     absl::Span<const OutputPart> parts, const QuantizedTokens& x, const float* bias) {
   const size_t group_bytes = Q8GroupBytes(n_in);
-  for (int64_t step = 0; step < count; ++step) {
-    const int64_t i = direction > 0 ? step : count - 1 - step;
+  for (int64_t i = 0; i < count; ++i) {
     const uint8_t* groups[kDecodeStreams];
     for (int s = 0; s < kDecodeStreams; ++s) groups[s] = w + (first + s * count + i) * group_bytes;
     float results[kDecodeStreams][kQ8GroupRows];
@@ -458,10 +457,10 @@ void DecodeGroups(const uint8_t* w, int64_t n_rows, int64_t n_in, absl::Span<con
                   const QuantizedTokens& x, const float* bias) {
   const int64_t n_groups = Q8GroupCount(n_rows);
   const int64_t n_runs = n_groups / kDecodeStreams;
-  ForEachClaim(n_runs, WorthParallel(4 * n_rows * n_in), [&](int64_t first, int64_t count, int direction) {
-    GroupStreamRun(w, n_rows, n_in, first * kDecodeStreams, count, direction, parts, x, bias);
+  ForEachClaim(n_runs, WorthParallel(4 * n_rows * n_in), [&](int64_t first, int64_t count) {
+    GroupStreamRun(w, n_rows, n_in, first * kDecodeStreams, count, parts, x, bias);
   });
-  for (int64_t g = n_runs * kDecodeStreams; g < n_groups; ++g) Group(w, n_rows, n_in, g, +1, parts, x, 0, 1, bias);
+  for (int64_t g = n_runs * kDecodeStreams; g < n_groups; ++g) Group(w, n_rows, n_in, g, parts, x, 0, 1, bias);
 }
 #endif
 
@@ -482,8 +481,8 @@ void MatMulQ8(const uint8_t* w, int64_t n_rows, int64_t n_in, absl::Span<const O
     if (n_tokens == 1) return DecodeGroups(w, n_rows, n_in, parts, x, bias);
 #endif
     ForEachRowBlock<1>({&groups, 1}, WorthParallel(4 * n_rows * n_in * (t1 - t0)),
-                       [&](auto, int64_t g, const OutputPart&, int direction) {
-                         Group(w, n_rows, n_in, g, direction, parts, x, t0, t1, bias);
+                       [&](auto, int64_t g, const OutputPart&) {
+                         Group(w, n_rows, n_in, g, parts, x, t0, t1, bias);
                        });
   }
 }

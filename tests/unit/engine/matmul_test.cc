@@ -164,39 +164,61 @@ TEST_P(MatMulSplitTest, EachPartEqualsItsOwnMatMulBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, MatMulSplitTest, ::testing::Values(DType::kF32, DType::kF16, DType::kBF16));
 
-// The matmul kernels share a projection's row blocks out by pairs of threads walking towards
-// each other: every block must be visited exactly once, each walker in its own direction inside
-// its pair's range, for any team size (an odd one out walks alone) and any number of blocks.
-TEST(MeetingInTheMiddleTest, VisitsEveryIndexOnceEachWalkerInItsDirection) {
+// The matmul kernels share a projection's row blocks out by pairs of threads claiming towards
+// each other: every block must be visited exactly once, inside its pair's range, for any team
+// size (an odd one out claims alone) and any number of blocks. The even thread's claims climb
+// from the range's start and the odd thread's come down from its end, and each claim is read
+// upwards (a run read downwards loses the hardware prefetchers), so the odd thread's visits are
+// ascending runs, each ending just below where the one before it started.
+TEST(MeetingInTheMiddleTest, VisitsEveryIndexOnceEachRunUpwards) {
   for (int n_threads = 1; n_threads <= 5; ++n_threads) {
     for (int64_t n : {0, 1, 2, 3, 7, 64, 101, 1000}) {
       std::vector<cpu::MeetingRange> ranges(n_threads);
       cpu::PlanMeetingRanges(n, n_threads, ranges.data());
       std::vector<std::atomic<int>> visits(n);
-      std::vector<std::vector<std::pair<int64_t, int>>> seen(n_threads);
+      std::vector<std::vector<int64_t>> seen(n_threads);
       int team = 0;
 #pragma omp parallel num_threads(n_threads)
       {
 #pragma omp single
         team = omp_get_num_threads();
-        std::vector<std::pair<int64_t, int>>& mine = seen[omp_get_thread_num()];
-        cpu::VisitMeetingInTheMiddle(n, ranges.data(), [&](int64_t index, int direction) {
+        std::vector<int64_t>& mine = seen[omp_get_thread_num()];
+        cpu::VisitMeetingInTheMiddle(n, ranges.data(), [&](int64_t index) {
           visits[index].fetch_add(1);
-          mine.push_back({index, direction});
+          mine.push_back(index);
         });
       }
       ASSERT_EQ(team, n_threads);
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(visits[i].load(), 1) << "index " << i << " of " << n << ", " << n_threads << " threads";
       for (int thread = 0; thread < n_threads; ++thread) {
         const auto [first, end] = cpu::PairRange(n, thread / 2, n_threads);
-        const int direction = thread % 2 == 0 ? +1 : -1;
-        for (size_t i = 0; i < seen[thread].size(); ++i) {
-          const auto [index, reported] = seen[thread][i];
-          EXPECT_EQ(reported, direction) << "thread " << thread;
-          EXPECT_TRUE(index >= first && index < end) << "thread " << thread << " left its pair's range";
-          if (i > 0) {
-            EXPECT_EQ(index, seen[thread][i - 1].first + direction) << "thread " << thread << " skipped or turned";
+        const std::vector<int64_t>& mine = seen[thread];
+        if (mine.empty()) continue;
+        for (int64_t index : mine) EXPECT_TRUE(index >= first && index < end) << "thread " << thread << " left its pair's range";
+        if (thread % 2 == 0) {
+          EXPECT_EQ(mine.front(), first) << "thread " << thread;
+          for (size_t i = 1; i < mine.size(); ++i) EXPECT_EQ(mine[i], mine[i - 1] + 1) << "thread " << thread << " skipped or turned";
+          continue;
+        }
+        // The odd thread: split its visits into ascending runs; the last run ends at the range's
+        // end, and each later run ends where the one before it began.
+        std::vector<std::pair<int64_t, int64_t>> runs;  // [begin, end) in the order read
+        for (int64_t index : mine) {
+          if (!runs.empty() && index == runs.back().second) {
+            ++runs.back().second;
+          } else {
+            runs.push_back({index, index + 1});
           }
+        }
+        EXPECT_EQ(runs.front().second, end) << "thread " << thread << " did not start at its range's end";
+        for (size_t r = 1; r < runs.size(); ++r) {
+          EXPECT_EQ(runs[r].second, runs[r - 1].first) << "thread " << thread << ": run " << r << " of " << n;
+        }
+        // A claim holds at least kMinClaim = 2 blocks unless it takes the range's last one, so
+        // four visits hold a claim of two or more; were claims read downwards, every visit
+        // would be a run of its own.
+        if (mine.size() >= 4) {
+          EXPECT_LT(runs.size(), mine.size()) << "thread " << thread << " read its claims downwards";
         }
       }
     }
