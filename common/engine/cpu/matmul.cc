@@ -11,8 +11,10 @@
 // stalls on every new block. So while computing block b we prefetch block b + kPrefetchBlocks
 // into L2, spread evenly over b's k-steps. Measured on the medium model, 1 thread, batch 1:
 // all matmuls of a forward 19.5 -> 14.0 ms (F32) and 14.4 -> 7.0 ms (F16). A forward of one
-// token reads its rows as long streams instead (DecodeStreams below).
+// token, and an F32 forward of a few, reads its rows as long streams instead (ForwardStreams
+// below).
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "common/engine/cpu/kernels.h"
@@ -129,7 +131,8 @@ void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, 
 // BF16 row blocks 6.89 and 6.40, 1 stream 6.61 and 6.09 (4 streams no faster than row blocks,
 // 8 slower than 4); F16 row blocks 6.63 and 6.56, 1 stream 6.39 and 6.25. Several tokens are a
 // compute tile each, where row blocks measured faster for BF16 (16 tokens 18.7-19.0 against
-// 20.1-20.4 ms as 4 streams) and slower for F32 (27.5-27.7 against 26.2): one rule, row blocks.
+// 20.1-20.4 ms as 4 streams) and slower for F32 (27.5-27.7 against 26.2); F32 forwards of up
+// to kStreamForwardTokens tokens read streams (below), the rest row blocks.
 // Those figures are AVX-512's. With AVX2 one F16 or BF16 stream is bound by its arithmetic, not
 // by memory: its row has one accumulator (the fixed order of simd.h), so each fused multiply-add
 // of 8 widened weights waits for the one before, about 16 bytes per FMA latency (5 cycles on
@@ -157,24 +160,65 @@ constexpr size_t kStreamPrefetchBytes = 6144;
 constexpr size_t kStreamPrefetchBytes = 0;
 #endif
 
-// Where W row `row`'s output goes: column `col` of part `out`, plus its bias (0 without one).
+// A forward of a few tokens (a verify of a short draft) through F32 weights is still mostly a
+// read of W, and a row block's short adjacent rows read it as slowly as they do for one token,
+// so up to kStreamForwardTokens tokens F32 projections read their rows as kForwardStreams
+// streams too, two tokens a tile: each step's rows come once from memory and again from L1 for
+// the next two tokens, which is what stops paying beyond five. F16 and BF16 keep the row
+// blocks: their weights would be widened again for every two tokens, and as streams (4 x 2 or
+// 2 x 4 tiles) they measured slower. Zen 3 (AVX2), the matmuls of a forward of the bundled
+// target's shapes (8 layers and the output, 95 MB of F32, distinct buffers), the two ways
+// alternating forward by forward, medians of 40-60 (a harness not kept): 2 threads, 2 tokens
+// 6.13 / 6.67 ms as row blocks -> 4.97 / 5.09 as streams, 3 tokens 6.51 / 8.50 -> 5.51 / 7.95,
+// 4 tokens 5.93 / 7.58 -> 5.87 / 6.66, 5 tokens 6.89 / 7.38 -> 6.69 / 6.83, but 6 tokens 9.37 /
+// 9.53 -> 10.70 / 10.78 and 8 tokens 8.71 / 8.68 -> 9.09 / 9.76; 1 thread (as the services run
+// on a 2-core machine), 2 tokens 11.97 -> 8.45, 4 tokens 12.24 -> 10.52, 5 tokens 12.63 ->
+// 11.08, 6 and 8 tokens level. AVX-512 builds take the same path, not measured there.
+constexpr int64_t kStreamForwardTokens = 5;
+constexpr int kForwardStreams = 4;  // 4 x 2 accumulators + 2 activations + 1 weight of 16 AVX2 registers
+constexpr int kForwardStreamTokens = 2;
+
+// Where W row `row`'s output goes: column `col` of part `out`, whose rows (one a token) are
+// `stride` floats apart, plus its bias (0 without one).
 struct RowOutput {
   float* out;
   int64_t col;
+  int64_t stride;
   float bias;
 };
 
 inline RowOutput OutputOf(absl::Span<const OutputPart> parts, const float* bias, int64_t row) {
   size_t p = 0;
   while (row >= parts[p].first_row + parts[p].n_cols) ++p;
-  return {parts[p].out, row - parts[p].first_row, bias ? bias[row] : 0.0f};
+  return {parts[p].out, row - parts[p].first_row, parts[p].n_cols, bias ? bias[row] : 0.0f};
 }
 
-// Rows [first, first + kStreams * count) of W against one token x, as kStreams streams of
-// `count` rows walked upwards. Row i of stream s is W row first + s * count + i.
-template <typename Format, int kStreams>
+// Tiles of kStreams rows x TB tokens from token t while TB tokens remain, advancing t; the
+// first tile of a step issues its prefetch (later ones find the rows in cache).
+template <typename Format, int kStreams, int TB, typename PrefetchFn>
+void StreamTokenTiles(const uint8_t* const* w_rows, int64_t n_in, const float* const* x_rows, int64_t& t,
+                      int64_t n_tokens, const RowOutput* outputs, PrefetchFn&& prefetch_step) {
+  for (; t + TB <= n_tokens; t += TB) {
+    float result[kStreams][TB];
+    if (t == 0) {
+      DotTile<Format, kStreams, TB>(w_rows, x_rows + t, n_in, prefetch_step, result);
+    } else {
+      DotTile<Format, kStreams, TB>(w_rows, x_rows + t, n_in, [](int64_t) {}, result);
+    }
+    for (int s = 0; s < kStreams; ++s) {
+      const RowOutput& o = outputs[s];
+      for (int j = 0; j < TB; ++j) o.out[(t + j) * o.stride + o.col] = result[s][j] + o.bias;
+    }
+  }
+}
+
+// Rows [first, first + kStreams * count) of W against tokens x_rows[0 .. n_tokens), as kStreams
+// streams of `count` rows walked upwards, kTokens tokens a tile (then one). Row i of stream s
+// is W row first + s * count + i.
+template <typename Format, int kStreams, int kTokens>
 void StreamRun(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t first, int64_t count,
-               int64_t prefetch_rows, absl::Span<const OutputPart> parts, const float* bias, const float* x) {
+               int64_t prefetch_rows, absl::Span<const OutputPart> parts, const float* bias,
+               const float* const* x_rows, int64_t n_tokens) {
   for (int64_t i = 0; i < count; ++i) {
     const int64_t ahead = i + prefetch_rows;
     const bool prefetch = prefetch_rows > 0 && ahead < count;
@@ -190,29 +234,31 @@ void StreamRun(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t first, 
       if (!prefetch || offset % kCacheLine >= Format::kVectorBytes) return;
       for (int s = 0; s < kStreams; ++s) PrefetchToL2(prefetch_at[s] + offset);
     };
-    float result[kStreams][1];
-    DotTile<Format, kStreams, 1>(w_rows, &x, n_in, prefetch_step, result);
-    for (int s = 0; s < kStreams; ++s) {
-      // A stream may cross from one part of a fused projection (q, k, v) into the next.
-      const RowOutput o = OutputOf(parts, bias, first + s * count + i);
-      o.out[o.col] = result[s][0] + o.bias;
+    // A stream may cross from one part of a fused projection (q, k, v) into the next.
+    RowOutput outputs[kStreams];
+    for (int s = 0; s < kStreams; ++s) outputs[s] = OutputOf(parts, bias, first + s * count + i);
+    int64_t t = 0;
+    if constexpr (kTokens > 1) {
+      StreamTokenTiles<Format, kStreams, kTokens>(w_rows, n_in, x_rows, t, n_tokens, outputs, prefetch_step);
     }
+    StreamTokenTiles<Format, kStreams, 1>(w_rows, n_in, x_rows, t, n_tokens, outputs, prefetch_step);
   }
 }
 
-// out = x W^T (+ bias) for one token x: W's rows in runs of kStreams * count rows shared out by
-// ForEachClaim, the rows past the last whole run of kStreams one at a time.
-template <typename Format>
-void DecodeStreams(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in,
-                   absl::Span<const OutputPart> parts, const float* x, const float* bias) {
-  constexpr int kStreams = kDecodeStreams<Format>;
+// out = x W^T (+ bias) for tokens x_rows[0 .. n_tokens): W's rows in runs of kStreams * count
+// rows shared out by ForEachClaim, the rows past the last whole run of kStreams one at a time.
+template <typename Format, int kStreams, int kTokens>
+void ForwardStreams(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in,
+                    absl::Span<const OutputPart> parts, const float* const* x_rows, int64_t n_tokens,
+                    const float* bias) {
   const int64_t prefetch_rows = static_cast<int64_t>((kStreamPrefetchBytes + row_bytes - 1) / row_bytes);
   const int64_t n_runs = n_rows / kStreams;
   ForEachClaim(n_runs, WorthParallel(4 * n_rows * n_in), [&](int64_t first, int64_t count) {
-    StreamRun<Format, kStreams>(w, row_bytes, n_in, first * kStreams, count, prefetch_rows, parts, bias, x);
+    StreamRun<Format, kStreams, kTokens>(w, row_bytes, n_in, first * kStreams, count, prefetch_rows, parts, bias,
+                                         x_rows, n_tokens);
   });
   for (int64_t row = n_runs * kStreams; row < n_rows; ++row) {
-    StreamRun<Format, 1>(w, row_bytes, n_in, row, 1, 0, parts, bias, x);
+    StreamRun<Format, 1, kTokens>(w, row_bytes, n_in, row, 1, 0, parts, bias, x_rows, n_tokens);
   }
 }
 
@@ -221,7 +267,16 @@ void MatMulTyped(const void* weights, size_t row_bytes, int64_t n_rows, int64_t 
                  absl::Span<const OutputPart> parts, const std::vector<const float*>& x_rows, const float* bias) {
   const auto* w = static_cast<const uint8_t*>(weights);
   const int64_t n_tokens = static_cast<int64_t>(x_rows.size());
-  if (n_tokens == 1) return DecodeStreams<Format>(w, row_bytes, n_rows, n_in, parts, x_rows[0], bias);
+  if (n_tokens == 1) {
+    return ForwardStreams<Format, kDecodeStreams<Format>, 1>(w, row_bytes, n_rows, n_in, parts, x_rows.data(), 1,
+                                                             bias);
+  }
+  if constexpr (std::is_same_v<Format, F32Weights>) {
+    if (n_tokens <= kStreamForwardTokens) {
+      return ForwardStreams<Format, kForwardStreams, kForwardStreamTokens>(w, row_bytes, n_rows, n_in, parts,
+                                                                           x_rows.data(), n_tokens, bias);
+    }
+  }
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
     const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
     // A quarter of the usual threshold: even the smallest projections of real models stream

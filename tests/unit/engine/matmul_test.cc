@@ -90,7 +90,8 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, MatMulTest,
     ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
                        ::testing::Values(Sizes{64, 64, 1}, Sizes{67, 80, 7}, Sizes{5, 33, 16}, Sizes{128, 192, 9},
-                                         Sizes{3, 7, 2}, Sizes{37, 70, 11}, Sizes{10, 40, 5}, Sizes{9, 33, 3})));
+                                         Sizes{3, 7, 2}, Sizes{37, 70, 11}, Sizes{10, 40, 5}, Sizes{9, 33, 3},
+                                         Sizes{130, 96, 8}, Sizes{42, 64, 4})));
 
 // A fused projection (q, k, v as one weight matrix) must give each part exactly the bits of a
 // separate MatMul over that part's rows, with part sizes that do not fill whole row blocks; the
@@ -226,11 +227,12 @@ TEST(MeetingInTheMiddleTest, VisitsEveryIndexOnceEachRunUpwards) {
 }
 
 // Whatever the number of threads sharing a projection (pairs, an odd one out), every output has
-// the bits of the one-thread result: for one token (row streams) and for five (row blocks).
+// the bits of the one-thread result: for one token (row streams), for five (F32: row streams
+// two tokens a tile; BF16: row blocks) and for twelve (row blocks).
 TEST(MatMulThreadsTest, AnyThreadCountGivesTheOneThreadBits) {
   std::unique_ptr<Backend> backend = CreateCpuBackend();
   for (const auto& [dtype, n_tokens] : std::vector<std::pair<DType, int64_t>>{
-           {DType::kF32, 1}, {DType::kBF16, 1}, {DType::kF32, 5}, {DType::kBF16, 5}}) {
+           {DType::kF32, 1}, {DType::kBF16, 1}, {DType::kF32, 5}, {DType::kBF16, 5}, {DType::kF32, 12}}) {
     const int64_t n_out = 262, n_in = 256;  // big enough for a parallel region
     std::mt19937 rng(11);
     std::normal_distribution<float> normal(0.0f, 1.0f);
