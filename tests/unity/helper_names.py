@@ -62,9 +62,8 @@ def anonymous_definitions(source):
 def binaries(build_dir):
     """{binary: [its source files]} from the unity batches CMake wrote under `build_dir`."""
     sources = collections.defaultdict(list)
-    for batch in sorted(pathlib.Path(build_dir).glob('**/CMakeFiles/*.dir/Unity/unity_*.c*')):
-        if batch.suffix not in ('.cxx', '.c'):
-            continue
+    unity_dirs = pathlib.Path(build_dir).glob('**/CMakeFiles/*.dir/Unity')
+    for batch in sorted(path for unity in unity_dirs for suffix in ('cxx', 'c') for path in unity.glob(f'unity_*.{suffix}')):
         binary = batch.parent.parent.name[:-len('.dir')]
         for line in batch.read_text().splitlines():
             included = INCLUDE.match(line)

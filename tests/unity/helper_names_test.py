@@ -4,6 +4,7 @@ import contextlib
 import importlib.util
 import io
 import pathlib
+import sys
 import tempfile
 import unittest
 
@@ -89,7 +90,6 @@ class HelperNamesTest(unittest.TestCase):
         self.batch('t', 0, a, b)
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            import sys
             argv, sys.argv = sys.argv, ['helper_names.py', str(self.root / 'build')]
             try:
                 status = helper_names.main()
