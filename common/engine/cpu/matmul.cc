@@ -14,7 +14,6 @@
 // token, and an F32 forward of a few, reads its rows as long streams instead (ForwardStreams
 // below).
 #include <algorithm>
-#include <type_traits>
 #include <vector>
 
 #include "common/engine/cpu/kernels.h"
@@ -174,7 +173,10 @@ constexpr size_t kStreamPrefetchBytes = 0;
 // 9.53 -> 10.70 / 10.78 and 8 tokens 8.71 / 8.68 -> 9.09 / 9.76; 1 thread (as the services run
 // on a 2-core machine), 2 tokens 11.97 -> 8.45, 4 tokens 12.24 -> 10.52, 5 tokens 12.63 ->
 // 11.08, 6 and 8 tokens level. AVX-512 builds take the same path, not measured there.
-constexpr int64_t kStreamForwardTokens = 5;
+template <typename Format>
+constexpr int64_t kStreamForwardTokens = 1;  // one token: decode's streams only
+template <>
+constexpr int64_t kStreamForwardTokens<F32Weights> = 5;
 constexpr int kForwardStreams = 4;  // 4 x 2 accumulators + 2 activations + 1 weight of 16 AVX2 registers
 constexpr int kForwardStreamTokens = 2;
 
@@ -271,8 +273,8 @@ void MatMulTyped(const void* weights, size_t row_bytes, int64_t n_rows, int64_t 
     return ForwardStreams<Format, kDecodeStreams<Format>, 1>(w, row_bytes, n_rows, n_in, parts, x_rows.data(), 1,
                                                              bias);
   }
-  if constexpr (std::is_same_v<Format, F32Weights>) {
-    if (n_tokens <= kStreamForwardTokens) {
+  if constexpr (kStreamForwardTokens<Format> > 1) {
+    if (n_tokens <= kStreamForwardTokens<Format>) {
       return ForwardStreams<Format, kForwardStreams, kForwardStreamTokens>(w, row_bytes, n_rows, n_in, parts,
                                                                            x_rows.data(), n_tokens, bias);
     }
