@@ -27,10 +27,6 @@
 #include "common/engine/cpu/simd.h"
 #include "common/engine/dtype.h"
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-#define SPLITSPEC_Q8_AVX512_VNNI 1
-#endif
-
 namespace splitspec::engine::cpu {
 namespace {
 
@@ -45,9 +41,9 @@ constexpr int kTokenBlock = 4;
 #endif
 
 // One block of 32 activations to int8: scale d = max|x| / 127, values round-half-even(x * 127 /
-// max|x|), and -128 x their sum (see QuantizedTokens). A block holding an inf or NaN gets a NaN
-// scale, values 0 and offset 0, so its products are NaN, as the F32 kernels would give (rounding
-// a NaN to int8 would be undefined).
+// max|x|), and -kQ8ValueOffset x their sum (see QuantizedTokens). A block holding an inf or NaN
+// gets a NaN scale, values 0 and offset 0, so its products are NaN, as the F32 kernels would
+// give (rounding a NaN to int8 would be undefined).
 inline void NonFiniteBlock(int8_t* q, float* scale, int32_t* offset) {
   std::memset(q, 0, kQ8BlockSize);
   *scale = std::numeric_limits<float>::quiet_NaN();
@@ -141,8 +137,8 @@ inline void QuantizeBlock(const float* x, int8_t* q, float* scale, int32_t* offs
 #endif
 
 // Activations of up to kTokenTile tokens in the kernels' form: int8 values, and per block the
-// scale and -128 x the sum of the block's values (what the VNNI path's unsigned weights add,
-// negated: its block sums start from it).
+// scale and -kQ8ValueOffset x the sum of the block's values (what the VNNI path's unsigned
+// weights add, negated: its block sums start from it; 0 where the weights are stored signed).
 class QuantizedTokens {
  public:
   void Quantize(const std::vector<const float*>& x_rows, int64_t t0, int64_t t1, int64_t n_in) {
@@ -225,16 +221,15 @@ void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int
 
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
-// maddubs multiplies unsigned by signed bytes, so the weights go back to signed (minus 128) and
-// the token's signs move onto them (|x| * sign(x) w); pairs then sum without saturation because
-// |q| <= 127, and a multiply-add by 1 sums each quad. The two tiles below share these steps.
+// maddubs multiplies unsigned by signed bytes, so the token's signs move onto the weights, stored
+// signed in these builds (q8_groups.h): |x| * sign(x) w. Pairs then sum without saturation
+// because |q| <= 127, and a multiply-add by 1 sums each quad. The two tiles below share these
+// steps.
+static_assert(kQ8ValueOffset == 0);
 
-// One quad (64 bytes: 4 weights of 16 rows) as signed bytes, its two halves of 8 rows.
+// One quad (64 bytes: 4 weights of 16 rows), its two halves of 8 rows.
 inline void LoadQuad(const uint8_t* quad, __m256i w[2]) {
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int h = 0; h < 2; ++h) {
-    w[h] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad + 32 * h)), flip);
-  }
+  for (int h = 0; h < 2; ++h) w[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad + 32 * h));
 }
 
 // sums[h] += the quad's 4 products for each of half h's 8 rows, for the token quad xq (its 4
@@ -304,6 +299,17 @@ void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int
   for (int j = 0; j < TB; ++j) StoreHalves(acc[j], out[j]);
 }
 
+// How far ahead decode's streams prefetch each group's values and its scales (read as prefetches
+// into L1, which never fault, so they may run past a group's or W's end). A group's scales are
+// a second stream beside its values that moves 16 times slower, one line every two blocks,
+// and the hardware prefetchers leave it to demand misses; its values alone they follow, but
+// not far enough ahead for four of them a thread. Zen 3, 2 threads, the medium model's
+// matrices in turn (87 MB), alternating runs, medians: no prefetch 7.37 / 7.68 ms; the scales
+// 8 blocks ahead 7.26 / 6.97; with the values too, 4 / 8 / 12 / 16 / 24 quads ahead
+// 6.02 / 5.68 / 5.78 / 6.08 / 6.00 ms (second round 5.72 / 5.61 / 5.74 / 5.70 / 6.32).
+constexpr int64_t kValuePrefetchQuads = 8;  // one block: 512 bytes
+constexpr int64_t kScalePrefetchBlocks = 8;  // 256 bytes, four lines
+
 // One token against S groups at once, out[s] for groups[s]: GroupTile<1>'s arithmetic for each
 // group, the groups interleaved (see DecodeGroups for why), the token's broadcast quad shared
 // by the S groups. Each group's sums, scaling and order are GroupTile<1>'s: the same bits.
@@ -316,14 +322,17 @@ void GroupStreamsTile(const uint8_t* const groups[S], int64_t n_in, const Quanti
   __m256 acc[S][2];
   for (int s = 0; s < S; ++s) acc[s][0] = acc[s][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
+    for (int s = 0; s < S; ++s) PrefetchToL1(Q8GroupScales(groups[s]) + (b + kScalePrefetchBlocks) * kQ8GroupRows);
     __m256i sums[S][2];
     for (int s = 0; s < S; ++s) sums[s][0] = sums[s][1] = _mm256_setzero_si256();
     for (int q = 0; q < kQ8BlockQuads; ++q) {
       __m256i xq, x_abs;
       BroadcastQuad(x.values(0), b * kQ8BlockQuads + q, &xq, &x_abs);
       for (int s = 0; s < S; ++s) {
+        const uint8_t* quad = values[s] + (b * kQ8BlockQuads + q) * kQ8QuadBytes;
+        PrefetchToL1(quad + kValuePrefetchQuads * kQ8QuadBytes);
         __m256i w[2];
-        LoadQuad(values[s] + (b * kQ8BlockQuads + q) * kQ8QuadBytes, w);
+        LoadQuad(quad, w);
         AddQuadProducts(w, xq, x_abs, sums[s]);
       }
     }
@@ -353,7 +362,7 @@ void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int
         int32_t sum = 0;
         for (int i = 0; i < kQ8BlockSize; ++i) {
           const uint8_t stored = values[(b * kQ8BlockQuads + i / kQ8Quad) * kQ8QuadBytes + lane * kQ8Quad + i % kQ8Quad];
-          sum += (int32_t{stored} - kQ8ValueOffset) * q[i];
+          sum += StoredQ8Value(stored) * q[i];
         }
         const float scale = HalfToF32(scales[b * kQ8GroupRows + lane]) * x.scales(t + j)[b];
         out[j][lane] = std::fma(static_cast<float>(sum), scale, out[j][lane]);
@@ -427,11 +436,13 @@ void Group(const uint8_t* w, int64_t n_rows, int64_t n_in, int64_t g, absl::Span
 // Decode reads each group once, and one group is one sequential stream of weights: with AVX2 a
 // thread reading a single stream stays well under the machine's read bandwidth, because the
 // hardware prefetchers keep too few lines of one stream in flight. Four streams a thread (as
-// the F16 and F32 kernels' row streams, matmul.cc) keep enough coming, and with them the
-// software prefetch of Group measured slower: its instructions cost more than they hide. Zen 3,
-// 2 threads, 40 matrices of 2048 x 768 in turn (67 MB), ten alternating runs, medians: one
-// stream with prefetch 2.72 ms; 2 / 4 / 8 streams without 2.47 / 2.07 / 2.11 ms; 4 streams with
-// prefetch one or two groups ahead 2.40 and 2.19 ms.
+// the F16 and F32 kernels' row streams, matmul.cc) keep more coming. Group's prefetch of the
+// next group, spread over this one's blocks, measured slower with them: its instructions cost
+// more than they hid. Zen 3, 2 threads, 40 matrices of 2048 x 768 in turn (67 MB), ten
+// alternating runs, medians: one stream with that prefetch 2.72 ms; 2 / 4 / 8 streams without
+// 2.47 / 2.07 / 2.11 ms; 4 streams with it one or two groups ahead 2.40 and 2.19 ms. What does
+// pay is each stream prefetching its own next lines (kValuePrefetchQuads): with it 2, 3, 4 and
+// 6 streams measured within the noise of each other.
 constexpr int kDecodeStreams = 4;
 
 // Groups [first, first + kDecodeStreams * count) against one token, as kDecodeStreams streams of

@@ -36,7 +36,7 @@ float Q8GroupedWeight(const uint8_t* grouped, int64_t cols, int64_t row, int64_t
   const int64_t quad = block * kQ8BlockQuads + within / kQ8Quad;
   const uint8_t stored = Q8GroupValues(group, cols)[quad * kQ8QuadBytes + lane * kQ8Quad + within % kQ8Quad];
   const float scale = HalfToF32(Q8GroupScales(group)[block * kQ8GroupRows + lane]);
-  return static_cast<float>(int{stored} - kQ8ValueOffset) * scale;
+  return static_cast<float>(StoredQ8Value(stored)) * scale;
 }
 
 }  // namespace splitspec::engine::cpu

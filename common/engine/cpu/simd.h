@@ -168,6 +168,8 @@ inline float HalfToF32(uint16_t h) {
 // Asks for the cache line holding `p` to be brought into L2 (prefetcht1 on x86); no effect on
 // results. Used where access streams are too short for the hardware prefetchers to ramp up.
 inline void PrefetchToL2(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/2); }
+// The same into L1 (prefetcht0), for lines the next few hundred bytes of a stream will read.
+inline void PrefetchToL1(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/3); }
 
 // The weight storage formats as compile-time types, so a kernel's inner loop has no dtype
 // branch. A row is addressed by its first byte; Load widens kLanes weights starting at element k
