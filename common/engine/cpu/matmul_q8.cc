@@ -35,7 +35,13 @@ constexpr int64_t kTokenTile = 128;  // tokens quantized at a time: bounded scra
 #if defined(SPLITSPEC_Q8_AVX512_VNNI)
 constexpr int kTokenBlock = 8;  // 16 accumulators of 32 registers
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-constexpr int kTokenBlock = 3;  // 12 accumulators of 16 registers (two halves of a group each)
+// 4 tokens: 8 block sums, 2 weight halves, a token's broadcast quad, its absolute values and the
+// ones of 16 registers, the outputs in memory (GroupTile). Three tokens a tile with the outputs in
+// registers (12 of them) spilled. Zen 3, the medium model's int8 matrices in turn (87 MB), 2
+// threads, the two alternating in one process (a harness not kept), medians: 4 tokens 8.00 /
+// 8.16 -> 7.04 / 7.62 ms, 5 tokens 8.40 / 9.08 -> 7.71 / 8.06, 8 tokens 17.83 / 12.19 -> 16.03
+// / 11.12, 16 tokens level (29.09 / 19.77 -> 28.60 / 19.73); 5 a tile measured the same as 4.
+constexpr int kTokenBlock = 4;
 #else
 constexpr int kTokenBlock = 4;
 #endif
@@ -271,14 +277,14 @@ inline void StoreHalves(const __m256 acc[2], float out[kQ8GroupRows]) {
 }
 
 // out[j][lane] for the 16 rows of a group (two halves of 8 lanes) and TB tokens from t: each
-// quad loaded once for the TB tokens.
+// quad loaded once for the TB tokens. The outputs accumulate in out[], as in GroupStreamsTile
+// below, which leaves the registers to the TB x 2 block sums.
 template <int TB>
 void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int64_t t, const char* prefetch,
                size_t prefetch_bytes_per_step, float out[TB][kQ8GroupRows]) {
   const int64_t n_blocks = n_in / kQ8BlockSize;
   const uint8_t* values = Q8GroupValues(group, n_in);
-  __m256 acc[TB][2];
-  for (int j = 0; j < TB; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  for (int j = 0; j < TB; ++j) std::fill(out[j], out[j] + kQ8GroupRows, 0.0f);
   for (int64_t b = 0; b < n_blocks; ++b) {
     PrefetchStep(prefetch, b, prefetch_bytes_per_step);
     __m256i sums[TB][2];
@@ -294,9 +300,12 @@ void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int
     }
     __m256 w_scale[2];
     LoadBlockScales(group, b, w_scale);
-    for (int j = 0; j < TB; ++j) AddScaledBlock(sums[j], w_scale, x.scales(t + j)[b], acc[j]);
+    for (int j = 0; j < TB; ++j) {
+      __m256 acc[2] = {_mm256_loadu_ps(out[j]), _mm256_loadu_ps(out[j] + 8)};
+      AddScaledBlock(sums[j], w_scale, x.scales(t + j)[b], acc);
+      StoreHalves(acc, out[j]);
+    }
   }
-  for (int j = 0; j < TB; ++j) StoreHalves(acc[j], out[j]);
 }
 
 // How far ahead decode's streams prefetch each group's values and its scales (read as prefetches
