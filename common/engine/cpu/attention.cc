@@ -108,22 +108,22 @@ struct WorkItem {
   int32_t node;
 };
 
-#if defined(__AVX512F__)
-// Scores of 16 positions for one query head whose head_dim is a multiple of 16: each position's
-// dot product accumulated as Dot accumulates it, the 16 sums taken together (ReduceAdd16), then
-// scaled: DotWithRow(q, k) * scale to the bit, with one store instead of sixteen reductions.
+// Scores of kLanes positions for one query head whose head_dim is whole vectors: each
+// position's dot product accumulated as DotWithRow accumulates it, the kLanes sums taken
+// together (ReduceAddLanes), then scaled: DotWithRow(q, k) * scale to the bit, with one store
+// instead of kLanes reductions. One position at a time, each dot product is one chain of
+// dependent multiply-adds; side by side the positions' chains overlap.
 template <typename Rows>
-inline void ScoresOf16(const float* q, const typename Rows::Element* const k_rows[16], int head_dim, float scale,
-                       float* out) {
-  __m512 acc[16];
-  for (int p = 0; p < 16; ++p) acc[p] = Zero();
+inline void ScoresOfLanes(const float* q, const typename Rows::Element* const k_rows[kLanes], int head_dim,
+                          float scale, float* out) {
+  VecF acc[kLanes];
+  for (int p = 0; p < kLanes; ++p) acc[p] = Zero();
   for (int i = 0; i < head_dim; i += kLanes) {
-    const __m512 q_part = Load(q + i);
-    for (int p = 0; p < 16; ++p) acc[p] = Fma(q_part, Rows::Load(k_rows[p] + i), acc[p]);
+    const VecF q_part = Load(q + i);
+    for (int p = 0; p < kLanes; ++p) acc[p] = Fma(q_part, Rows::Load(k_rows[p] + i), acc[p]);
   }
-  _mm512_storeu_ps(out, _mm512_mul_ps(ReduceAdd16(acc), _mm512_set1_ps(scale)));
+  Store(out, Mul(ReduceAddLanes(acc), Broadcast(scale)));
 }
-#endif
 
 // The largest of x[0, n): four independent chains, since one chain of n dependent maxes
 // stalled the softmax. Exact in any order (max rounds nothing); a NaN score makes every
@@ -264,14 +264,14 @@ void AttentionOver(const Tensor& q, const Tensor& k, const Tensor& v, int n_head
         return CacheRow<Rows>(k_cache, slots[p]) + kv_offset;
       };
       size_t p = 0;
-#if defined(__AVX512F__)
-      // Sixteen positions at a time where the head is whole vectors; the rest one by one below.
-      for (; head_dim % kLanes == 0 && p + 16 <= n_slots; p += 16) {
-        const Element* k_rows[16];
-        for (size_t j = 0; j < 16; ++j) k_rows[j] = k_row_of(p + j);
-        for (int g = 0; g < group; ++g) ScoresOf16<Rows>(q_heads + g * head_dim, k_rows, head_dim, scale, &scores[g * n_slots + p]);
+      // kLanes positions at a time where the head is whole vectors; the rest one by one below.
+      for (; head_dim % kLanes == 0 && p + kLanes <= n_slots; p += kLanes) {
+        const Element* k_rows[kLanes];
+        for (size_t j = 0; j < kLanes; ++j) k_rows[j] = k_row_of(p + j);
+        for (int g = 0; g < group; ++g) {
+          ScoresOfLanes<Rows>(q_heads + g * head_dim, k_rows, head_dim, scale, &scores[g * n_slots + p]);
+        }
       }
-#endif
       for (; p < n_slots; ++p) {
         const Element* k_row = k_row_of(p);
         for (int g = 0; g < group; ++g) {

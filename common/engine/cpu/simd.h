@@ -43,7 +43,7 @@ inline VecF Mul(VecF a, VecF b) { return _mm512_mul_ps(a, b); }
 inline VecF Add(VecF a, VecF b) { return _mm512_add_ps(a, b); }
 // Halves added pairwise down to one lane: 256 + 256 bits, 128 + 128, lanes {0,1} + {2,3}, then
 // lane 0 + lane 1 (what GCC's _mm512_reduce_add_ps does, spelled out so that every compiler adds
-// the same pairs, and so that ReduceAdd16 below can take 16 sums at once with the same additions).
+// the same pairs, and so that ReduceAddLanes below can take 16 sums at once with the same additions).
 inline float ReduceAdd(VecF v) {
   const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
@@ -51,11 +51,12 @@ inline float ReduceAdd(VecF v) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-// The horizontal sums of 16 vectors at once, lane p of the result being ReduceAdd(v[p]) to the
-// bit: each level adds the same pairs ReduceAdd adds for one vector, two, four, eight vectors'
-// worth per instruction. (Attention's scores: a position's score must not depend on where in
-// its row it sits, since a tree node sees its ancestors at other indices than the chain does.)
-inline __m512 ReduceAdd16(const __m512 v[16]) {
+// The horizontal sums of kLanes (16) vectors at once, lane p of the result being ReduceAdd(v[p])
+// to the bit: each level adds the same pairs ReduceAdd adds for one vector, two, four, eight
+// vectors' worth per instruction. (Attention's scores: a position's score must not depend on
+// where in its row it sits, since a tree node sees its ancestors at other indices than the
+// chain does.)
+inline __m512 ReduceAddLanes(const __m512 v[16]) {
   __m512 halves[8], quarters[4], pairs[2];
   for (int m = 0; m < 8; ++m) {  // 256 + 256 bits: vectors 2m and 2m+1 side by side
     halves[m] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * m], v[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
@@ -101,6 +102,25 @@ inline float ReduceAdd(VecF v) {
   const __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 sum2 = _mm_add_ps(sum4, _mm_movehl_ps(sum4, sum4));
   return _mm_cvtss_f32(_mm_add_ss(sum2, _mm_movehdup_ps(sum2)));
+}
+
+// The horizontal sums of kLanes (8) vectors at once, lane p of the result being ReduceAdd(v[p])
+// to the bit (see the AVX-512 version): lanes i + i + 4 for two vectors an instruction, then
+// lanes {0,1} + {2,3} and lane 0 + lane 1 for four.
+inline __m256 ReduceAddLanes(const __m256 v[8]) {
+  __m256 halves[4], quarters[2];
+  for (int m = 0; m < 4; ++m) {  // 128 + 128 bits: vector 2m's sums in the low half, 2m+1's in the high
+    halves[m] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * m], v[2 * m + 1], 0x20),
+                              _mm256_permute2f128_ps(v[2 * m], v[2 * m + 1], 0x31));
+  }
+  for (int j = 0; j < 2; ++j) {  // lanes {0,1} + {2,3}: 4j and 4j+2 in the low half, 4j+1 and 4j+3 high
+    quarters[j] = _mm256_add_ps(_mm256_shuffle_ps(halves[2 * j], halves[2 * j + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm256_shuffle_ps(halves[2 * j], halves[2 * j + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // lane 0 + lane 1: the low half then holds vectors 0, 2, 4, 6 and the high 1, 3, 5, 7.
+  const __m256 sums = _mm256_add_ps(_mm256_shuffle_ps(quarters[0], quarters[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm256_shuffle_ps(quarters[0], quarters[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 #else  // portable fallback: the same algorithm on 8 scalar lanes
@@ -152,6 +172,12 @@ inline float ReduceAdd(VecF v) {
   float sum = 0;
   for (float l : v.lane) sum += l;
   return sum;
+}
+// Lane p: ReduceAdd(v[p]).
+inline VecF ReduceAddLanes(const VecF v[kLanes]) {
+  VecF sums;
+  for (int p = 0; p < kLanes; ++p) sums.lane[p] = ReduceAdd(v[p]);
+  return sums;
 }
 
 #endif
