@@ -315,7 +315,9 @@ void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int
 // not far enough ahead for four of them a thread. Zen 3, 2 threads, the medium model's
 // matrices in turn (87 MB), alternating runs, medians: no prefetch 7.37 / 7.68 ms; the scales
 // 8 blocks ahead 7.26 / 6.97; with the values too, 4 / 8 / 12 / 16 / 24 quads ahead
-// 6.02 / 5.68 / 5.78 / 6.08 / 6.00 ms (second round 5.72 / 5.61 / 5.74 / 5.70 / 6.32).
+// 6.02 / 5.68 / 5.78 / 6.08 / 6.00 ms (second round 5.72 / 5.61 / 5.74 / 5.70 / 6.32). Those
+// were minutes when the machine's memory answered slowly; in faster ones (the whole decode's
+// matmuls in 4.1-5.4 ms without the prefetch) it measured level: it costs nothing there.
 constexpr int64_t kValuePrefetchQuads = 8;  // one block: 512 bytes
 constexpr int64_t kScalePrefetchBlocks = 8;  // 256 bytes, four lines
 
