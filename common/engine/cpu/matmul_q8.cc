@@ -34,7 +34,7 @@ constexpr int64_t kTokenTile = 128;  // tokens quantized at a time: bounded scra
 
 #if defined(SPLITSPEC_Q8_AVX512_VNNI)
 constexpr int kTokenBlock = 8;  // 16 accumulators of 32 registers
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif defined(SPLITSPEC_Q8_AVX2)
 // 4 tokens: 8 block sums, 2 weight halves, a token's broadcast quad, its absolute values and the
 // ones of 16 registers, the outputs in memory (GroupTile). Three tokens a tile with the outputs in
 // registers (12 of them) spilled. Zen 3, the medium model's int8 matrices in turn (87 MB), 2
@@ -225,7 +225,7 @@ void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int
   for (int j = 0; j < TB; ++j) _mm512_storeu_ps(out[j], acc[j]);
 }
 
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif defined(SPLITSPEC_Q8_AVX2)
 
 // maddubs multiplies unsigned by signed bytes, so the token's signs move onto the weights, stored
 // signed in these builds (q8_groups.h): |x| * sign(x) w. Pairs then sum without saturation
@@ -449,7 +449,7 @@ void Group(const uint8_t* w, int64_t n_rows, int64_t n_in, int64_t g, absl::Span
                               prefetch_bytes_per_step);
 }
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(SPLITSPEC_Q8_AVX512_VNNI)
+#if defined(SPLITSPEC_Q8_AVX2)
 #define SPLITSPEC_Q8_DECODE_STREAMS 1
 // Decode reads each group once, and one group is one sequential stream of weights: with AVX2 a
 // thread reading a single stream stays well under the machine's read bandwidth, because the

@@ -23,9 +23,12 @@
 
 #include "common/engine/dtype.h"
 
-// The int8 kernel of builds with AVX-512 VNNI (matmul_q8.cc); its stored values are unsigned.
+// Which int8 kernel a build has (matmul_q8.cc): AVX-512 VNNI, AVX2, or neither (portable). The
+// stored values below depend on it.
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define SPLITSPEC_Q8_AVX512_VNNI 1
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define SPLITSPEC_Q8_AVX2 1
 #endif
 
 namespace splitspec::engine::cpu {
@@ -37,15 +40,18 @@ constexpr int kQ8QuadBytes = kQ8GroupRows * kQ8Quad;  // one quad of a block for
 // Stored byte = value + kQ8ValueOffset (mod 256). VNNI multiplies unsigned by signed bytes, so
 // its builds store the values plus 128. The AVX2 kernel moves the activations' signs onto the
 // weights, which wants them signed: there they are stored as they are, which saves flipping every
-// 32 bytes loaded (measured 4-9% of int8 decode on Zen 3). The portable kernel reads either.
-#if defined(SPLITSPEC_Q8_AVX512_VNNI) || !(defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
-constexpr int kQ8ValueOffset = 128;
-#else
+// 32 bytes loaded (4-8% of int8 decode's matmuls on Zen 3, in a slow stretch of the machine).
+// The portable kernel reads either.
+#if defined(SPLITSPEC_Q8_AVX2)
 constexpr int kQ8ValueOffset = 0;
+#else
+constexpr int kQ8ValueOffset = 128;
 #endif
 
 // A stored byte's int8 value.
-inline int StoredQ8Value(uint8_t stored) { return static_cast<int8_t>(static_cast<uint8_t>(stored - kQ8ValueOffset)); }
+inline int StoredQ8Value(uint8_t stored) {
+  return static_cast<int8_t>(static_cast<uint8_t>(stored - kQ8ValueOffset));
+}
 
 inline int64_t Q8GroupCount(int64_t rows) { return (rows + kQ8GroupRows - 1) / kQ8GroupRows; }
 inline size_t Q8GroupBytes(int64_t cols) { return kQ8GroupRows * DTypeRowBytes(DType::kQ8_0, cols); }
