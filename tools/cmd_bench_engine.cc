@@ -19,6 +19,7 @@
 #include "common/engine/cpu/host_memory.h"
 #include "common/engine/cuda/select_backend.h"
 #include "common/engine/model/llama_model.h"
+#include "common/engine/timed_backend.h"
 #include "tools/command.h"
 #include "tools/engine_device.h"
 
@@ -139,6 +140,39 @@ void PrintPairedShare(Bench& bench, double weight_bytes, size_t probe_bytes, int
               100 * Quantile(shares, 0.25), 100 * Quantile(shares, 0.75), 100 * Median(shares_of_best));
 }
 
+// Where a batch-1 step's time goes: each op timed around its call (engine::TimedBackend) over
+// `steps` decode steps, medians of each kind a step. Timing costs two clock reads an op. Only
+// meaningful where the backend finishes an op before returning (the CPU backend).
+void PrintStepBreakdown(Bench& bench, engine::TimedBackend& timed, int steps) {
+  std::vector<engine::OpTimes> after_step;
+  timed.ResetTimes();
+  timed.set_timing(true);
+  const std::vector<double> times = bench.DecodeStepTimes(1, steps, [&] { after_step.push_back(timed.times()); });
+  timed.set_timing(false);
+  // Each snapshot is cumulative; the first also holds the warm-up steps, so it only starts the
+  // differences.
+  std::vector<double> step, matmul, attention, elementwise, rest, read;
+  engine::OpTimes per;
+  for (size_t i = 1; i < after_step.size(); ++i) {
+    per = after_step[i].Since(after_step[i - 1]);
+    step.push_back(times[i]);
+    matmul.push_back(per.matmul_seconds);
+    attention.push_back(per.attention_seconds);
+    elementwise.push_back(per.elementwise_seconds);
+    rest.push_back(times[i] - per.total_seconds());
+    read.push_back(static_cast<double>(per.matmul_weight_bytes) / per.matmul_seconds / 1e9);
+  }
+  if (step.empty()) return;  // --steps 1: nothing to difference
+  std::printf("step breakdown: %zu batch-1 decode steps, each op timed around its call, medians: step %.2f ms; "
+              "matmuls %.2f ms (%lld calls, %.1f MB of weights read at %.1f GB/s), attention %.3f ms (%lld calls), "
+              "norms, RoPE, SiLU, adds, embedding and the logits' copy %.3f ms (%lld calls), the rest of the "
+              "forward %.3f ms\n",
+              step.size(), Median(step) * 1e3, Median(matmul) * 1e3, static_cast<long long>(per.matmul_calls),
+              per.matmul_weight_bytes / 1e6, Median(read), Median(attention) * 1e3,
+              static_cast<long long>(per.attention_calls), Median(elementwise) * 1e3,
+              static_cast<long long>(per.elementwise_calls), Median(rest) * 1e3);
+}
+
 // The same weights loaded again by a CPU backend that takes every buffer from the C allocator
 // (base pages), batch-1 decode steps alternating with this one's (huge-page chunks,
 // cpu/host_memory.h) in one process, so that both see the same minutes of a shared machine.
@@ -191,10 +225,12 @@ int RunBenchEngine(const Args& args) {
   }
 
   std::unique_ptr<engine::Backend> backend = CreateBackendOrExit(device, threads);
+  // The model runs on the backend through a timer that stays off except for the step breakdown.
+  engine::TimedBackend timed(*backend);
   engine::ModelLoadOptions load_options;
   load_options.weights_to_f32 = f32;
   load_options.quantize = quantize;
-  auto model = engine::LlamaModel::Load(model_dir, *backend, load_options);
+  auto model = engine::LlamaModel::Load(model_dir, timed, load_options);
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(model.status().message()).c_str());
     return 1;
@@ -269,6 +305,7 @@ int RunBenchEngine(const Args& args) {
         std::printf("  %-24s %6.1f GB/s\n", std::string(k.name).c_str(), k.gb_per_s);
       }
       PrintPairedShare(bench, (*model)->weight_bytes(), probe_bytes, steps);
+      PrintStepBreakdown(bench, timed, steps);
       std::printf("\n");
     }
   }

@@ -19,7 +19,7 @@ for ((round = 1; round <= rounds; round++)); do
     if [ "$fmt" = int8 ]; then dir="$models/f32" quantize=(--quantize int8) gguf="$models/q8_0.gguf"; fi
     echo "== $fmt (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     "$bin/splitspec" bench-engine --model "$dir" "${quantize[@]}" --threads 2 --steps 16 2>&1 |
-      grep -E "^1 |read bandwidth ceiling|batch-1 decode reads|^paired|^16 "
+      grep -E "^1 |read bandwidth ceiling|batch-1 decode reads|^paired|^step breakdown|^16 "
     "$step_bench" "$gguf" 2 64 16 2>&1 | tail -1
   done
 done

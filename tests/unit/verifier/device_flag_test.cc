@@ -165,9 +165,9 @@ TEST(DeviceFlagTest, UnknownDeviceIsAUsageError) {
   }
 }
 
-// bench-engine says how much of the process lies in huge-page chunks and huge pages, and times
+// bench-engine says how much of the process lies in huge-page chunks and huge pages, times
 // decode of the same weights held in huge-page chunks and in base pages, steps alternating in
-// one process.
+// one process, and breaks a batch-1 step down by the kind of op (3 steps: 2 differences).
 TEST(DeviceFlagTest, BenchEngineComparesBasePagesOnTheCpu) {
   std::vector<std::string> argv = BenchEngineArgs("cpu");
   for (const char* extra : {"--compare-base-pages", "--steps", "3", "--batches", "1", "--forward-tokens", "1"}) {
@@ -181,6 +181,9 @@ TEST(DeviceFlagTest, BenchEngineComparesBasePagesOnTheCpu) {
   EXPECT_NE(r.output.find(" ms with the C allocator's base pages (medians of 3 steps each, alternating)"),
             std::string::npos)
       << r.output;
+  EXPECT_NE(r.output.find("step breakdown: 2 batch-1 decode steps, each op timed around its call"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(" MB of weights read at "), std::string::npos) << r.output;
 }
 
 // The message CheckDevice gives is what every binary prints, with exit code 2.

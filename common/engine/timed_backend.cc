@@ -1,0 +1,59 @@
+#include "common/engine/timed_backend.h"
+
+#include <chrono>
+
+namespace splitspec::engine {
+
+template <typename Op>
+void TimedBackend::Timed(double* seconds, int64_t* calls, Op&& op) {
+  if (!timing_) return op();
+  const auto start = std::chrono::steady_clock::now();
+  op();
+  *seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++*calls;
+}
+
+void TimedBackend::DownloadRows(const Tensor& tensor, int64_t first_row, int64_t n_rows, float* host) {
+  Timed(&times_.elementwise_seconds, &times_.elementwise_calls,
+        [&] { inner_.DownloadRows(tensor, first_row, n_rows, host); });
+}
+
+void TimedBackend::Embed(const Tensor& table, absl::Span<const int32_t> tokens, Tensor& out) {
+  Timed(&times_.elementwise_seconds, &times_.elementwise_calls, [&] { inner_.Embed(table, tokens, out); });
+}
+
+void TimedBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  Timed(&times_.elementwise_seconds, &times_.elementwise_calls, [&] { inner_.RmsNorm(x, weight, eps, out); });
+}
+
+void TimedBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
+                          absl::Span<const int32_t> rows) {
+  Timed(&times_.matmul_seconds, &times_.matmul_calls, [&] { inner_.MatMul(x, w, bias, out, rows); });
+  if (timing_) times_.matmul_weight_bytes += static_cast<int64_t>(w.n_bytes());
+}
+
+void TimedBackend::MatMulSplit(const Tensor& x, const Tensor& w, const Tensor* bias, absl::Span<Tensor* const> outs) {
+  Timed(&times_.matmul_seconds, &times_.matmul_calls, [&] { inner_.MatMulSplit(x, w, bias, outs); });
+  if (timing_) times_.matmul_weight_bytes += static_cast<int64_t>(w.n_bytes());
+}
+
+void TimedBackend::Rope(Tensor& x, int n_heads, const RopeTables& tables, absl::Span<const int32_t> positions) {
+  Timed(&times_.elementwise_seconds, &times_.elementwise_calls, [&] { inner_.Rope(x, n_heads, tables, positions); });
+}
+
+void TimedBackend::SiluMul(const Tensor& gate_up, Tensor& out) {
+  Timed(&times_.elementwise_seconds, &times_.elementwise_calls, [&] { inner_.SiluMul(gate_up, out); });
+}
+
+void TimedBackend::Add(Tensor& acc, const Tensor& x) {
+  Timed(&times_.elementwise_seconds, &times_.elementwise_calls, [&] { inner_.Add(acc, x); });
+}
+
+void TimedBackend::Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, const KvLayout& layout,
+                             Tensor& k_cache, Tensor& v_cache, absl::Span<const AttentionSequence> sequences,
+                             Tensor& out) {
+  Timed(&times_.attention_seconds, &times_.attention_calls,
+        [&] { inner_.Attention(q, k, v, n_heads, layout, k_cache, v_cache, sequences, out); });
+}
+
+}  // namespace splitspec::engine
