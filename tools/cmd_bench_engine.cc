@@ -144,25 +144,28 @@ void PrintPairedShare(Bench& bench, double weight_bytes, size_t probe_bytes, int
 // `steps` decode steps, medians of each kind a step. Timing costs two clock reads an op. Only
 // meaningful where the backend finishes an op before returning (the CPU backend).
 void PrintStepBreakdown(Bench& bench, engine::TimedBackend& timed, int steps) {
-  std::vector<engine::OpTimes> after_step;
+  // Each timed step's ops, reset after each; the first also holds the warm-up steps (which
+  // `between` does not follow) and is left out.
+  std::vector<engine::OpTimes> per_step;
   timed.ResetTimes();
   timed.set_timing(true);
-  const std::vector<double> times = bench.DecodeStepTimes(1, steps, [&] { after_step.push_back(timed.times()); });
+  const std::vector<double> times = bench.DecodeStepTimes(1, steps, [&] {
+    per_step.push_back(timed.times());
+    timed.ResetTimes();
+  });
   timed.set_timing(false);
-  // Each snapshot is cumulative; the first also holds the warm-up steps, so it only starts the
-  // differences.
   std::vector<double> step, matmul, attention, elementwise, rest, read;
-  engine::OpTimes per;
-  for (size_t i = 1; i < after_step.size(); ++i) {
-    per = after_step[i].Since(after_step[i - 1]);
+  for (size_t i = 1; i < per_step.size(); ++i) {
+    const engine::OpTimes& t = per_step[i];
     step.push_back(times[i]);
-    matmul.push_back(per.matmul_seconds);
-    attention.push_back(per.attention_seconds);
-    elementwise.push_back(per.elementwise_seconds);
-    rest.push_back(times[i] - per.total_seconds());
-    read.push_back(static_cast<double>(per.matmul_weight_bytes) / per.matmul_seconds / 1e9);
+    matmul.push_back(t.matmul_seconds);
+    attention.push_back(t.attention_seconds);
+    elementwise.push_back(t.elementwise_seconds);
+    rest.push_back(times[i] - t.total_seconds());
+    read.push_back(static_cast<double>(t.matmul_weight_bytes) / t.matmul_seconds / 1e9);
   }
-  if (step.empty()) return;  // --steps 1: nothing to difference
+  if (step.empty()) return;  // --steps 1: only the step that held the warm-up
+  const engine::OpTimes& per = per_step.back();
   std::printf("step breakdown: %zu batch-1 decode steps, each op timed around its call, medians: step %.2f ms; "
               "matmuls %.2f ms (%lld calls, %.1f MB of weights read at %.1f GB/s), attention %.3f ms (%lld calls), "
               "norms, RoPE, SiLU, adds, embedding and the logits' copy %.3f ms (%lld calls), the rest of the "

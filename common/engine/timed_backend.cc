@@ -13,6 +13,12 @@ void TimedBackend::Timed(double* seconds, int64_t* calls, Op&& op) {
   ++*calls;
 }
 
+template <typename Op>
+void TimedBackend::TimedMatMul(const Tensor& w, Op&& op) {
+  Timed(&times_.matmul_seconds, &times_.matmul_calls, op);
+  if (timing_) times_.matmul_weight_bytes += static_cast<int64_t>(w.n_bytes());
+}
+
 void TimedBackend::DownloadRows(const Tensor& tensor, int64_t first_row, int64_t n_rows, float* host) {
   Timed(&times_.elementwise_seconds, &times_.elementwise_calls,
         [&] { inner_.DownloadRows(tensor, first_row, n_rows, host); });
@@ -28,13 +34,11 @@ void TimedBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, Ten
 
 void TimedBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
                           absl::Span<const int32_t> rows) {
-  Timed(&times_.matmul_seconds, &times_.matmul_calls, [&] { inner_.MatMul(x, w, bias, out, rows); });
-  if (timing_) times_.matmul_weight_bytes += static_cast<int64_t>(w.n_bytes());
+  TimedMatMul(w, [&] { inner_.MatMul(x, w, bias, out, rows); });
 }
 
 void TimedBackend::MatMulSplit(const Tensor& x, const Tensor& w, const Tensor* bias, absl::Span<Tensor* const> outs) {
-  Timed(&times_.matmul_seconds, &times_.matmul_calls, [&] { inner_.MatMulSplit(x, w, bias, outs); });
-  if (timing_) times_.matmul_weight_bytes += static_cast<int64_t>(w.n_bytes());
+  TimedMatMul(w, [&] { inner_.MatMulSplit(x, w, bias, outs); });
 }
 
 void TimedBackend::Rope(Tensor& x, int n_heads, const RopeTables& tables, absl::Span<const int32_t> positions) {

@@ -25,18 +25,6 @@ struct OpTimes {
   int64_t elementwise_calls = 0;
 
   double total_seconds() const { return matmul_seconds + attention_seconds + elementwise_seconds; }
-  // What was added since `earlier`, a snapshot of the same running totals.
-  OpTimes Since(const OpTimes& earlier) const {
-    OpTimes d;
-    d.matmul_seconds = matmul_seconds - earlier.matmul_seconds;
-    d.matmul_weight_bytes = matmul_weight_bytes - earlier.matmul_weight_bytes;
-    d.matmul_calls = matmul_calls - earlier.matmul_calls;
-    d.attention_seconds = attention_seconds - earlier.attention_seconds;
-    d.attention_calls = attention_calls - earlier.attention_calls;
-    d.elementwise_seconds = elementwise_seconds - earlier.elementwise_seconds;
-    d.elementwise_calls = elementwise_calls - earlier.elementwise_calls;
-    return d;
-  }
 };
 
 class TimedBackend final : public Backend {
@@ -77,6 +65,9 @@ class TimedBackend final : public Backend {
   // Runs `op`, then (timing on) adds its wall time to *seconds and one to *calls.
   template <typename Op>
   void Timed(double* seconds, int64_t* calls, Op&& op);
+  // Timed as a matmul, and (timing on) w's bytes added to the weights read.
+  template <typename Op>
+  void TimedMatMul(const Tensor& w, Op&& op);
 
   Backend& inner_;
   bool timing_ = false;
