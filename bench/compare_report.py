@@ -24,7 +24,8 @@ Reads OUT_DIR/settings.json and OUT_DIR/pass<N>/<policy>-<rate>.json (`splitspec
      time outside the workers' compute went, as means over the cell's steps from the router's
      stage histogram (splitspec_step_stage_duration_seconds): scheduling, the router's own work
      between its calls and since the previous step, and the calls' time beyond the compute the
-     workers reported.
+     workers reported; and how the router came by its step socket answers (--unix: polling or
+     asleep, and what each cost; splitspec_step_answer_pickup_seconds).
 Percentiles interpolate linearly between order statistics, as `splitspec bench` does.
 """
 
@@ -62,6 +63,26 @@ def load_stage_means(path):
     return {stage: (sums[stage], counts[stage]) for stage in sums if counts.get(stage)}
 
 
+def load_answer_pickups(path):
+    """{(method, wait): (sum of seconds, count)} of the router's step socket answers
+    (splitspec_step_answer_pickup_seconds) from its /metrics text, or None without them."""
+    if not os.path.exists(path):
+        return None
+    prefix = "splitspec_step_answer_pickup_seconds_"
+    sums, counts = {}, {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.startswith(prefix) or 'method="' not in line:
+                continue
+            name, _, value = line.rpartition(" ")
+            key = (name.split('method="', 1)[1].split('"', 1)[0], name.split('wait="', 1)[1].split('"', 1)[0])
+            if name.startswith(prefix + "sum{"):
+                sums[key] = float(value)
+            elif name.startswith(prefix + "count{"):
+                counts[key] = float(value)
+    return {key: (sums.get(key, 0.0), counts[key]) for key in counts} or None
+
+
 def load_level(path):
     if not os.path.exists(path):
         return None
@@ -71,6 +92,7 @@ def load_level(path):
     if not levels:
         return None
     levels[0]["stage_seconds"] = load_stage_means(path[:-len(".json")] + ".metrics.txt")
+    levels[0]["answer_pickups"] = load_answer_pickups(path[:-len(".json")] + ".metrics.txt")
     # The router's CPU seconds over the cell, when the script could read them.
     cpu_path = path[:-len(".json")] + ".router_cpu"
     if os.path.exists(cpu_path):
@@ -141,6 +163,13 @@ class Cell:
                 acc[0] += seconds
                 acc[1] += steps
         self.stage_mean_us = {stage: 1e6 * s / n for stage, (s, n) in totals.items() if n > 0}
+        # The router's step socket answers over all passes: {(method, wait): [seconds, count]}.
+        self.pickups = {}
+        for level in levels:
+            for key, (seconds, count) in (level.get("answer_pickups") or {}).items():
+                acc = self.pickups.setdefault(key, [0.0, 0.0])
+                acc[0] += seconds
+                acc[1] += count
         self.completed = sum(level["summary"]["completed"] for level in levels)
         self.sent = sum(level["summary"]["sent"] for level in levels)
         self.failed = sum(level["summary"]["failed"] for level in levels)
@@ -280,6 +309,43 @@ def main(out):
                 m = c.stage_mean_us
                 print("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f |" % (
                     r, p, m["schedule"], m["router"], m["rpc_overhead"], m.get("draft", 0.0), m.get("verify", 0.0)))
+
+    print_pickups(cells, rates, policies)
+
+
+def pickup_cells(c, method):
+    """'asleep share | polling mean us | asleep mean us' of one method's answers, or dashes. An
+    answer that was there already ("ready") counts in the share's total only: the time it waited
+    was the router's own work, not a wake-up."""
+    def total(waits):
+        got = [c.pickups.get((method, w), [0.0, 0.0]) for w in waits]
+        return sum(x[0] for x in got), sum(x[1] for x in got)
+    _, n_ready = total(("ready",))
+    polling_s, n_polling = total(("spinning",))
+    asleep_s, n_asleep = total(("asleep_before_window", "asleep_after_window"))
+    n = n_ready + n_polling + n_asleep
+    if n == 0:
+        return "- | - | -"
+    mean = lambda seconds, count: "%.0f" % (1e6 * seconds / count) if count > 0 else "-"
+    return "%.2f | %s | %s" % (n_asleep / n, mean(polling_s, n_polling), mean(asleep_s, n_asleep))
+
+
+def print_pickups(cells, rates, policies):
+    if not any(c is not None and c.pickups for c in cells.values()):
+        return
+    print("\nHow the router came by its step socket answers (splitspec_step_answer_pickup_seconds, every pass): "
+          "the share that came while it slept outside the window where it polls (--step-spin-us), and the mean "
+          "time from the worker's publishing an answer to the router's reading it, for those that came while it "
+          "polled and those that came while it slept (us). Answers already there when it looked count in the "
+          "share only.\n")
+    print("| level | policy | verify: asleep | polling us | asleep us | propose: asleep | polling us | asleep us |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rates:
+        for p in policies:
+            c = cells[(p, r)]
+            if c is None or not c.pickups:
+                continue
+            print("| %s | %s | %s | %s |" % (r, p, pickup_cells(c, "verify"), pickup_cells(c, "propose")))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@
 #include "common/engine/tokenizer/load_tokenizer.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
+#include "common/metrics/step_pickup_observer.h"
 #include "common/rpc/flags.h"
 #include "common/rpc/periodic_task.h"
 #include "common/rpc/resolve.h"
@@ -249,15 +250,22 @@ int Run(const rpc::Flags& flags) {
         absl::StrCat("--worker-tls-cert/--worker-tls-key/--worker-tls-ca: ", s.message())));
   }
 
+  // The metrics registry outlives the worker clients, which record their step socket answers in
+  // it from the first call.
+  metrics::MetricsRegistry registry;
+  auto pickup_metrics = metrics::StepPickupMetrics::Create(registry, metrics::StepPickupMetrics::Frames::kAnswers);
+  if (!pickup_metrics.ok()) return Die("metrics", pickup_metrics.status());
+  const rpc::PickupObserver on_pickup = metrics::RecordPickupsIn(pickup_metrics->get());
+
   // Workers. One verifier replica must be up (its KV size drives admission); the other
   // replicas and the drafters may come later.
   // dns:/// names resolve to one replica per address, re-resolved while serving.
   auto discovery = router::VerifierDiscovery::Create(
       verifier_address,
-      [timeout = absl::Seconds(*worker_timeout), step_sockets, step_spin, step_memory](
+      [timeout = absl::Seconds(*worker_timeout), step_sockets, step_spin, step_memory, on_pickup](
           const std::string& address, const std::string& server_name) {
         return std::make_unique<router::GrpcVerifier>(address, timeout, server_name, step_sockets, step_spin,
-                                                      step_memory);
+                                                      step_memory, on_pickup);
       },
       rpc::ResolveAddresses);
   if (!discovery.ok()) return Die("--verifier " + verifier_address, discovery.status());
@@ -279,10 +287,10 @@ int Run(const rpc::Flags& flags) {
   router::SteadyClock drafter_clock;
   auto drafter_discovery = router::DrafterDiscovery::Create(
       drafter_flags,
-      [timeout = absl::Seconds(*worker_timeout), step_sockets, step_spin, step_memory](
+      [timeout = absl::Seconds(*worker_timeout), step_sockets, step_spin, step_memory, on_pickup](
           const std::string& address, const std::string& server_name) {
         return std::make_unique<router::GrpcDrafter>(address, timeout, server_name, step_sockets, step_spin,
-                                                     step_memory);
+                                                     step_memory, on_pickup);
       },
       rpc::ResolveAddresses, &drafter_clock, *probe_interval);
   if (!drafter_discovery.ok()) return Fail(drafter_discovery.status());
@@ -379,7 +387,6 @@ int Run(const rpc::Flags& flags) {
   }
   router::SteadyClock clock;
   // Metrics before the core: the core's hooks call into them until the loop has drained.
-  metrics::MetricsRegistry registry;
   router::RouterMetricsOptions metrics_options;
   for (const auto& [name, client] : pools) metrics_options.pools.push_back(name);
   metrics_options.policy = policy_name;

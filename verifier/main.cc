@@ -37,6 +37,7 @@
 #include "common/engine/model/llama_model.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
+#include "common/metrics/step_pickup_observer.h"
 #include "common/metrics/worker_metrics.h"
 #include "common/rpc/flags.h"
 #include "common/rpc/server.h"
@@ -130,6 +131,9 @@ int Serve(splitspec::verifier::VerifierCore& core, const std::string& host, int 
   splitspec::metrics::MetricsRegistry registry;
   auto worker_metrics = splitspec::metrics::WorkerMetrics::Create(registry, splitspec::metrics::WorkerRole::kVerifier);
   if (!worker_metrics.ok()) return Fail(worker_metrics.status());
+  auto pickup_metrics =
+      splitspec::metrics::StepPickupMetrics::Create(registry, splitspec::metrics::StepPickupMetrics::Frames::kRequests);
+  if (!pickup_metrics.ok()) return Fail(pickup_metrics.status());
   splitspec::verifier::VerifierService service(&core, worker_metrics->get(), expose_model_path);
   auto metrics_server = splitspec::metrics::StartMetricsServer(registry, metrics_host, metrics_port);
   if (!metrics_server.ok()) {
@@ -142,6 +146,7 @@ int Serve(splitspec::verifier::VerifierCore& core, const std::string& host, int 
   server_options.drain_timeout = absl::Seconds(drain);
   serving.ApplyTo(&server_options);
   server_options.step_handler = service.StepHandler();
+  server_options.step_pickup_observer = splitspec::metrics::RecordPickupsIn(pickup_metrics->get());
   auto server = splitspec::rpc::Server::Start(server_options, {&service}, {"splitspec.v1.Verifier"});
   if (!server.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());

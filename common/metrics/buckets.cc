@@ -49,6 +49,15 @@ const std::vector<double>& StepOverheadBuckets() {
   return *kBounds;
 }
 
+const std::vector<double>& FramePickupBuckets() {
+  // A polling reader has a frame within a few microseconds, a sleeping one on a virtual machine
+  // within one or two hundred: the buckets part the two.
+  static const auto* const kBounds =
+      new std::vector<double>{0.000002, 0.000005, 0.00001, 0.00002, 0.00005, 0.0001, 0.0002,
+                              0.0005,   0.001,    0.002,   0.005,   0.01};
+  return *kBounds;
+}
+
 const std::vector<double>& BatchSizeBuckets() {
   static const auto* const kBounds = new std::vector<double>(PowersOfTwo(9));
   return *kBounds;

@@ -20,6 +20,7 @@ const std::vector<double>& InterTokenBuckets();        // 1 ms .. 2.5 s
 const std::vector<double>& RequestLatencyBuckets();    // 10 ms .. 600 s (e2e and queue time)
 const std::vector<double>& StepStageBuckets();         // 50 us .. 2.5 s (router stages, forwards)
 const std::vector<double>& StepOverheadBuckets();      // 10 us .. 100 ms (a step beyond its compute)
+const std::vector<double>& FramePickupBuckets();      // 2 us .. 10 ms (a step frame's publishing to its reading)
 // Powers of two 1 .. 256 (requests per forward).
 const std::vector<double>& BatchSizeBuckets();
 // Powers of two 1 .. 16384 (tokens per forward).

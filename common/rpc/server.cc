@@ -149,7 +149,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (options.step_handler && options.step_socket && IsUnixSocket(options.address) && !options.tls.enabled()) {
     absl::StatusOr<std::unique_ptr<StepSocketServer>> step =
         StepSocketServer::Start(StepSocketPath(options.address), options.step_handler,
-                                /*max_connections=*/16, options.step_spin);
+                                /*max_connections=*/16, options.step_spin, options.step_pickup_observer);
     if (!step.ok()) return step.status();
     out->step_server_ = *std::move(step);
   }

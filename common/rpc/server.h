@@ -55,6 +55,8 @@ struct ServerOptions {
   bool step_socket = true;
   // How long a step socket connection polls for the next request after an answer (RequestSpin).
   absl::Duration step_spin = absl::ZeroDuration();
+  // How the step socket's requests were waited for (StepSocketServer::Start's `on_pickup`).
+  PickupObserver step_pickup_observer;
 };
 
 // Thread-safe: Shutdown and Wait may be called from any thread; Shutdown is idempotent.

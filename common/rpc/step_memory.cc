@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <new>
 
@@ -26,6 +27,14 @@ constexpr size_t kHeaderPageBytes = 4096;
 constexpr size_t kPayloadRoom = kMaxStepPayloadBytes;
 constexpr size_t kMemoryBytes = kHeaderPageBytes + 2 * kPayloadRoom;
 
+// The steady clock (CLOCK_MONOTONIC: one clock for every process on the host), never 0.
+int64_t SteadyNanos() {
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count();
+  return std::max<int64_t>(ns, 1);
+}
+
 absl::Status Errno(absl::string_view what) {
   return absl::UnavailableError(absl::StrCat("step memory: ", what, ": ", std::strerror(errno)));
 }
@@ -40,6 +49,8 @@ struct StepMemory::Mailbox {
   // Written before `published` moves, read after: ordered by it.
   std::atomic<uint32_t> word;
   std::atomic<uint32_t> bytes;
+  // Written before `published` moves, as the three above (frame_pickup.h; 0: not stamped).
+  std::atomic<int64_t> published_at_ns;
 };
 
 struct StepMemory::Region {
@@ -59,7 +70,8 @@ StepMemory::~StepMemory() {
 
 absl::StatusOr<std::unique_ptr<StepMemory>> StepMemory::Create() {
   static_assert(sizeof(Region) <= kHeaderPageBytes, "the headers fit their page");
-  static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
+  static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free,
+                "shared atomics must be lock-free");
   const int fd = memfd_create("splitspec-step", MFD_CLOEXEC);
   if (fd < 0) return Errno("memfd_create");
   // Sparse: only the pages that frames reach are ever used.
@@ -133,6 +145,7 @@ absl::Status StepMemory::Write(Side side, int socket, uint32_t word, absl::strin
   if (!payload.empty()) std::memcpy(PayloadOf(mailbox), payload.data(), payload.size());
   mailbox.word.store(word, std::memory_order_relaxed);
   mailbox.bytes.store(static_cast<uint32_t>(payload.size()), std::memory_order_relaxed);
+  mailbox.published_at_ns.store(SteadyNanos(), std::memory_order_relaxed);
   mailbox.published.store(++written_, std::memory_order_seq_cst);
   // Seen after the count moved (both sequentially consistent): a reader that went to sleep
   // before it is rung; one that checks the count after it needs no doorbell.
@@ -184,13 +197,16 @@ absl::Status StepMemory::DrainSocket(Mailbox& mailbox, uint32_t seen, int socket
 }
 
 absl::Status StepMemory::Read(Side side, int socket, absl::Time deadline, uint32_t* word, std::string* payload,
-                              const SpinWindow& spin) {
+                              const SpinWindow& spin, std::optional<FramePickup>* pickup) {
   Mailbox& mailbox = Reads(side);
   absl::Time socket_checked = absl::InfinitePast();  // set on the first spin
+  // How the reader was waiting when the frame came: what it did after its last look.
+  FramePickup::Wait wait = FramePickup::Wait::kReady;
   while (mailbox.published.load(std::memory_order_acquire) == read_) {
     const absl::Time now = absl::Now();
     if (now >= deadline) return absl::DeadlineExceededError("step socket call timed out");
     if (now >= spin.from && now < spin.until) {
+      wait = FramePickup::Wait::kSpinning;
       // As on the socket: a thread that wants this CPU (the peer about to publish) runs first.
       sched_yield();
       // The socket's end (a peer gone, a server stopping) is seen within a millisecond.
@@ -204,6 +220,7 @@ absl::Status StepMemory::Read(Side side, int socket, absl::Time deadline, uint32
       }
       continue;
     }
+    wait = now < spin.from ? FramePickup::Wait::kAsleepBeforeWindow : FramePickup::Wait::kAsleepAfterWindow;
     absl::Time wake = deadline;
     if (now < spin.from) wake = std::min(wake, spin.from);
     if (absl::Status s = SleepUntilPublished(mailbox, read_, socket, wake); !s.ok()) return s;
@@ -220,6 +237,14 @@ absl::Status StepMemory::Read(Side side, int socket, absl::Time deadline, uint32
   }
   *word = mailbox.word.load(std::memory_order_relaxed);
   payload->assign(PayloadOf(mailbox), bytes);
+  if (pickup != nullptr) {
+    const int64_t published_at = mailbox.published_at_ns.load(std::memory_order_relaxed);
+    if (published_at > 0) {
+      *pickup = FramePickup{wait, absl::Nanoseconds(std::max<int64_t>(0, SteadyNanos() - published_at))};
+    } else {
+      pickup->reset();
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -229,9 +254,11 @@ absl::Status WriteConnectionFrame(StepMemory* memory, StepMemory::Side side, int
 }
 
 absl::Status ReadConnectionFrame(StepMemory* memory, StepMemory::Side side, int socket, absl::Time deadline,
-                                 uint32_t* word, std::string* payload, const SpinWindow& spin) {
-  return memory != nullptr ? memory->Read(side, socket, deadline, word, payload, spin)
-                           : ReadStepFrame(socket, deadline, word, payload, spin);
+                                 uint32_t* word, std::string* payload, const SpinWindow& spin,
+                                 std::optional<FramePickup>* pickup) {
+  if (memory != nullptr) return memory->Read(side, socket, deadline, word, payload, spin, pickup);
+  if (pickup != nullptr) pickup->reset();
+  return ReadStepFrame(socket, deadline, word, payload, spin);
 }
 
 namespace {

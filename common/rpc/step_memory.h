@@ -10,13 +10,15 @@
 // Layout: the worker creates the memory (memfd) when the router asks for it on a fresh
 // connection and passes its descriptor back with the answer (SCM_RIGHTS). It holds two
 // mailboxes, one a direction: the request (router -> worker) and the answer (worker -> router),
-// each a header {published, reader_asleep, word, bytes} and room for kMaxStepPayloadBytes (the
+// each a header {published, reader_asleep, word, bytes, published_at} and room for
+// kMaxStepPayloadBytes (the
 // memory is sparse: pages are used as frames reach them). Calls alternate strictly on a
 // connection, so a mailbox holds one frame at a time: its writer fills the payload, then
 // publishes it by counting `published` up; its reader waits for the count to move.
 // In bytes (host order, both ends on one host): {u32 magic "SSKM", u32 version 1, u64 payload
-// room} at 0, the request's header at 64 and the answer's at 128 (four u32 each, in the order
-// above), the request's payload at 4096 and the answer's at 4096 + the payload room.
+// room} at 0, the request's header at 64 and the answer's at 128 (four u32 in the order above,
+// then an i64: the steady clock's nanoseconds when the frame was published, 0 from a writer
+// that predates it), the request's payload at 4096 and the answer's at 4096 + the payload room.
 //
 // The socket stays the connection: a reader that sleeps says so in `reader_asleep` and waits in
 // the kernel on the socket, and the writer that sees the flag after publishing rings it with one
@@ -33,11 +35,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/rpc/frame_pickup.h"
 #include "common/rpc/step_socket_wire.h"
 
 namespace splitspec::rpc {
@@ -66,8 +70,10 @@ class StepMemory {
   // mailbox without sleeping inside `spin`, sleeps on `socket` outside it, until `deadline`.
   // UNAVAILABLE when the socket closed with no frame waiting, DEADLINE_EXCEEDED when the
   // deadline passed, INVALID_ARGUMENT for a frame whose size is not possible.
+  // `*pickup` (when given): how the frame was waited for (frame_pickup.h), or none when its
+  // writer left no publishing time.
   absl::Status Read(Side side, int socket, absl::Time deadline, uint32_t* word, std::string* payload,
-                    const SpinWindow& spin = SpinWindow{});
+                    const SpinWindow& spin = SpinWindow{}, std::optional<FramePickup>* pickup = nullptr);
 
  private:
   struct Region;
@@ -95,8 +101,10 @@ class StepMemory {
 // otherwise: what both ends of a step socket call, whichever way the connection went.
 absl::Status WriteConnectionFrame(StepMemory* memory, StepMemory::Side side, int socket, uint32_t word,
                                   absl::string_view payload);
+// `*pickup` as StepMemory::Read's; none for a frame on the socket.
 absl::Status ReadConnectionFrame(StepMemory* memory, StepMemory::Side side, int socket, absl::Time deadline,
-                                 uint32_t* word, std::string* payload, const SpinWindow& spin = SpinWindow{});
+                                 uint32_t* word, std::string* payload, const SpinWindow& spin = SpinWindow{},
+                                 std::optional<FramePickup>* pickup = nullptr);
 
 // The worker's answer to kOpenMemory: an OK frame, then one byte that carries `memory`'s
 // descriptor (SCM_RIGHTS; a byte of its own, so that reading the frame never reads past it).

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 
@@ -88,9 +89,11 @@ absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std:
   uint32_t code = 0;
   std::string payload;
   const SpinWindow window = spin.Window(written);
+  std::optional<FramePickup> pickup;
   const absl::Status read =
-      ReadConnectionFrame(memory_.get(), StepMemory::Side::kClient, fd_, deadline, &code, &payload, window);
+      ReadConnectionFrame(memory_.get(), StepMemory::Side::kClient, fd_, deadline, &code, &payload, window, &pickup);
   if (read.ok()) spin.Observe(absl::Now() - written);
+  if (read.ok() && on_pickup_ && pickup.has_value()) on_pickup_(method, *pickup);
   if (absl::Status s = read; !s.ok()) {
     CloseLocked();
     if (absl::IsInvalidArgument(s)) return absl::UnavailableError(absl::StrCat("step socket ", path_, ": ", s.message()));

@@ -17,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/rpc/frame_pickup.h"
 #include "common/rpc/spin_window.h"
 #include "common/rpc/step_memory.h"
 #include "common/rpc/step_socket_wire.h"
@@ -51,6 +52,10 @@ class StepSocketClient {
   absl::StatusOr<std::string> Call(StepMethod method, const std::string& request, absl::Duration timeout,
                                    bool* sent = nullptr, const std::function<void()>& after_send = nullptr);
 
+  // Called with how each answer through shared memory was waited for (frame_pickup.h), on the
+  // calling thread. Call before the calls start.
+  void set_pickup_observer(PickupObserver observer) { on_pickup_ = std::move(observer); }
+
   const std::string& path() const { return path_; }
   // Whether the current connection's frames go through shared memory (for tests).
   bool UsesSharedMemory() {
@@ -66,6 +71,7 @@ class StepSocketClient {
 
   const std::string path_;
   const bool shared_memory_;
+  PickupObserver on_pickup_;
   std::mutex mu_;
   int fd_ ABSL_GUARDED_BY(mu_) = -1;
   std::unique_ptr<StepMemory> memory_ ABSL_GUARDED_BY(mu_);  // null: frames on the socket

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,7 +22,8 @@ namespace splitspec::rpc {
 
 absl::StatusOr<std::unique_ptr<StepSocketServer>> StepSocketServer::Start(const std::string& path, StepHandler handler,
                                                                           int max_connections,
-                                                                          absl::Duration spin_margin) {
+                                                                          absl::Duration spin_margin,
+                                                                          PickupObserver on_pickup) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
@@ -57,20 +59,22 @@ absl::StatusOr<std::unique_ptr<StepSocketServer>> StepSocketServer::Start(const 
     return absl::InternalError(absl::StrCat("step socket: ", std::strerror(errno)));
   }
   std::unique_ptr<StepSocketServer> server(
-      new StepSocketServer(path, fd, wake[0], wake[1], std::move(handler), max_connections, spin_margin));
+      new StepSocketServer(path, fd, wake[0], wake[1], std::move(handler), max_connections, spin_margin,
+                           std::move(on_pickup)));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
 
 StepSocketServer::StepSocketServer(std::string path, int listen_fd, int wake_read, int wake_write, StepHandler handler,
-                                   int max_connections, absl::Duration spin_margin)
+                                   int max_connections, absl::Duration spin_margin, PickupObserver on_pickup)
     : path_(std::move(path)),
       listen_fd_(listen_fd),
       wake_read_(wake_read),
       wake_write_(wake_write),
       handler_(std::move(handler)),
       max_connections_(max_connections),
-      spin_margin_(spin_margin) {}
+      spin_margin_(spin_margin),
+      on_pickup_(std::move(on_pickup)) {}
 
 StepSocketServer::~StepSocketServer() {
   Stop();
@@ -126,9 +130,10 @@ void StepSocketServer::Serve(int fd) {
   // Set when the client asks for it: every frame after that goes through it.
   std::unique_ptr<StepMemory> memory;
   constexpr StepMemory::Side kSide = StepMemory::Side::kServer;
+  std::optional<FramePickup> pickup;  // how the request in hand was waited for
   // Ends when the client disconnects, sends something that is not a frame, or Stop shuts the
   // descriptor down.
-  while (ReadConnectionFrame(memory.get(), kSide, fd, absl::InfiniteFuture(), &word, &request, window).ok()) {
+  while (ReadConnectionFrame(memory.get(), kSide, fd, absl::InfiniteFuture(), &word, &request, window, &pickup).ok()) {
     if (static_cast<StepMethod>(word) == StepMethod::kOpenMemory) {
       if (!OpenMemory(fd, &memory)) break;
       continue;
@@ -142,6 +147,8 @@ void StepSocketServer::Serve(int fd) {
                                                    static_cast<uint32_t>(answer.status().code()), payload);
     answered = absl::Now();
     if (after_sent) after_sent();
+    // After the answer, as the handler's own bookkeeping: the router does not wait for it.
+    if (on_pickup_ && pickup.has_value()) on_pickup_(static_cast<StepMethod>(word), *pickup);
     if (!sent.ok()) break;
     window = spin.Window(answered);
   }

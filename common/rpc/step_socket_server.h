@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/rpc/frame_pickup.h"
 #include "common/rpc/step_memory.h"
 #include "common/rpc/step_socket_wire.h"
 
@@ -40,10 +41,12 @@ class StepSocketServer {
   // is an error), makes it owner-only (0600) and starts accepting. At most `max_connections`
   // are served at once; more are closed at once (their callers fall back to gRPC).
   // `spin_margin`: how long a connection thread polls for the next request after answering
-  // (zero: it sleeps at once).
+  // (zero: it sleeps at once). `on_pickup` (when set): how each request through shared memory
+  // was waited for (frame_pickup.h), on its connection's thread once the answer is sent.
   static absl::StatusOr<std::unique_ptr<StepSocketServer>> Start(const std::string& path, StepHandler handler,
                                                                   int max_connections = 16,
-                                                                  absl::Duration spin_margin = absl::ZeroDuration());
+                                                                  absl::Duration spin_margin = absl::ZeroDuration(),
+                                                                  PickupObserver on_pickup = nullptr);
   ~StepSocketServer();
   StepSocketServer(const StepSocketServer&) = delete;
   StepSocketServer& operator=(const StepSocketServer&) = delete;
@@ -55,7 +58,7 @@ class StepSocketServer {
 
  private:
   StepSocketServer(std::string path, int listen_fd, int wake_read, int wake_write, StepHandler handler,
-                   int max_connections, absl::Duration spin_margin);
+                   int max_connections, absl::Duration spin_margin, PickupObserver on_pickup);
   void AcceptLoop();
   void Serve(int fd);
   // Answers a kOpenMemory request: new memory for the connection, passed to the client and kept
@@ -70,6 +73,7 @@ class StepSocketServer {
   const StepHandler handler_;
   const int max_connections_;
   const absl::Duration spin_margin_;
+  const PickupObserver on_pickup_;
   std::thread accept_thread_;
   std::mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

@@ -59,9 +59,11 @@ class VerifierClient {
   // Sends Verify over the worker's step socket at `path` (step_socket_wire.h) from now on, and
   // over gRPC while it cannot be reached. Call before the calls start.
   // `shared_memory`: frames through the connection's shared memory where the worker has it.
+  // `on_pickup`: see StepSocketClient::set_pickup_observer.
   void UseStepSocket(const std::string& path, absl::Duration spin_margin = absl::ZeroDuration(),
-                     bool shared_memory = true) {
+                     bool shared_memory = true, PickupObserver on_pickup = nullptr) {
     step_ = std::make_unique<StepSocketClient>(path, spin_margin, shared_memory);
+    step_->set_pickup_observer(std::move(on_pickup));
   }
 
  private:
@@ -87,8 +89,9 @@ class DrafterClient {
   void set_timeout(absl::Duration timeout) { timeout_us_.store(absl::ToInt64Microseconds(timeout)); }
   // Propose over the worker's step socket, as VerifierClient::UseStepSocket.
   void UseStepSocket(const std::string& path, absl::Duration spin_margin = absl::ZeroDuration(),
-                     bool shared_memory = true) {
+                     bool shared_memory = true, PickupObserver on_pickup = nullptr) {
     step_ = std::make_unique<StepSocketClient>(path, spin_margin, shared_memory);
+    step_->set_pickup_observer(std::move(on_pickup));
   }
 
  private:

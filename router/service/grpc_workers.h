@@ -7,6 +7,7 @@
 #define SPLITSPEC_ROUTER_SERVICE_GRPC_WORKERS_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/rpc/worker_clients.h"
@@ -21,12 +22,14 @@ class GrpcDrafter : public DrafterClient {
   // `server_name`: see rpc::MakeChannel. `step_socket`: Propose goes over the worker's step
   // socket when `address` is unix://PATH (rpc::DrafterClient::UseStepSocket), polling for the
   // answer within `step_spin` of when it is due (rpc::AnswerSpin), its frames through shared
-  // memory when `step_memory` (rpc::StepMemory).
+  // memory when `step_memory` (rpc::StepMemory); `on_pickup` hears how each answer there was
+  // waited for (rpc::FramePickup).
   GrpcDrafter(const std::string& address, absl::Duration timeout, const std::string& server_name = "",
-              bool step_socket = false, absl::Duration step_spin = absl::ZeroDuration(), bool step_memory = true)
+              bool step_socket = false, absl::Duration step_spin = absl::ZeroDuration(), bool step_memory = true,
+              rpc::PickupObserver on_pickup = nullptr)
       : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {
     if (step_socket && rpc::IsUnixSocket(address)) {
-      client_.UseStepSocket(rpc::StepSocketPath(address), step_spin, step_memory);
+      client_.UseStepSocket(rpc::StepSocketPath(address), step_spin, step_memory, std::move(on_pickup));
     }
   }
 
@@ -45,13 +48,14 @@ class GrpcDrafter : public DrafterClient {
 
 class GrpcVerifier : public VerifierClient {
  public:
-  // `step_socket`, `step_spin`, `step_memory`: Verify goes over the worker's step socket when
-  // `address` is unix://PATH, as GrpcDrafter's Propose.
+  // `step_socket`, `step_spin`, `step_memory`, `on_pickup`: Verify goes over the worker's step
+  // socket when `address` is unix://PATH, as GrpcDrafter's Propose.
   GrpcVerifier(const std::string& address, absl::Duration timeout, const std::string& server_name = "",
-               bool step_socket = false, absl::Duration step_spin = absl::ZeroDuration(), bool step_memory = true)
+               bool step_socket = false, absl::Duration step_spin = absl::ZeroDuration(), bool step_memory = true,
+               rpc::PickupObserver on_pickup = nullptr)
       : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {
     if (step_socket && rpc::IsUnixSocket(address)) {
-      client_.UseStepSocket(rpc::StepSocketPath(address), step_spin, step_memory);
+      client_.UseStepSocket(rpc::StepSocketPath(address), step_spin, step_memory, std::move(on_pickup));
     }
   }
 

@@ -2,6 +2,7 @@
 #include "tests/unit/metrics/sample_traffic.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace splitspec::metrics::testing {
@@ -114,6 +115,18 @@ absl::StatusOr<AllSets> CreateAndFeedAll(MetricsRegistry& registry, int n_steps,
   FeedRouterSteps(all.router, n_steps, rng);
   FeedWorkerSteps(*all.drafter, WorkerRole::kDrafter, n_steps, rng);
   FeedWorkerSteps(*all.verifier, WorkerRole::kVerifier, n_steps, rng);
+  for (auto [pickups, frames] : {std::pair{&all.answer_pickups, StepPickupMetrics::Frames::kAnswers},
+                                 std::pair{&all.request_pickups, StepPickupMetrics::Frames::kRequests}}) {
+    absl::StatusOr<std::unique_ptr<StepPickupMetrics>> created = StepPickupMetrics::Create(registry, frames);
+    if (!created.ok()) return created.status();
+    *pickups = *std::move(created);
+    std::uniform_real_distribution<double> spinning(2e-6, 2e-5), asleep(5e-5, 3e-4);
+    for (int i = 0; i < n_steps; ++i) {
+      (*pickups)->Observe("verify", "spinning", spinning(rng));
+      (*pickups)->Observe("propose", i % 5 == 0 ? "asleep_before_window" : "spinning",
+                          i % 5 == 0 ? asleep(rng) : spinning(rng));
+    }
+  }
   return all;
 }
 

@@ -11,6 +11,7 @@
 #include "common/metrics/metrics_registry.h"
 #include "common/metrics/router_serving_metrics.h"
 #include "common/metrics/router_spec_metrics.h"
+#include "common/metrics/step_pickup_metrics.h"
 #include "common/metrics/worker_metrics.h"
 
 namespace splitspec::metrics::testing {
@@ -34,6 +35,9 @@ struct AllSets {
   RouterSets router;
   std::unique_ptr<WorkerMetrics> drafter;
   std::unique_ptr<WorkerMetrics> verifier;
+  // The router's step socket answers and a worker's requests, a few of each wait.
+  std::unique_ptr<StepPickupMetrics> answer_pickups;
+  std::unique_ptr<StepPickupMetrics> request_pickups;
 };
 absl::StatusOr<AllSets> CreateAndFeedAll(MetricsRegistry& registry, int n_steps, uint32_t seed);
 

@@ -1,15 +1,21 @@
 // Step frames through shared memory (common/rpc/step_memory.h): the two mailboxes over a real
 // socket pair, a sleeping reader woken by the doorbell, the socket's end and deadlines, the
-// hand-over of the memory on a connection, and a worker that has none.
+// hand-over of the memory on a connection, a worker that has none, and how each frame was
+// waited for (frame_pickup.h).
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <future>
+#include <iterator>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "common/rpc/frame_pickup.h"
 #include "common/rpc/step_memory.h"
 #include "common/rpc/step_socket_client.h"
 #include "common/rpc/step_socket_server.h"
@@ -142,6 +148,103 @@ TEST_F(MemoryPair, ADeadlineEndsTheWaitInsideOrOutsideTheSpinWindow) {
                                                      &word, &got, SpinWindow{now, now + absl::Hours(1)})));
 }
 
+// How a reader came by each frame (frame_pickup.h). A frame published before the read is
+// "ready"; one that comes while the reader waits is put down to the reader's wait at that moment,
+// which depends on where its window lies: polling inside it, asleep before or after it. Which of
+// "ready" and the wait a frame written from another thread gets depends on the race, so each case
+// allows exactly those two.
+using Wait = FramePickup::Wait;
+
+// Reads one request frame with `spin` while another thread writes it; the pickup.
+std::optional<FramePickup> PickupOfARaceWithTheWriter(StepMemory& reader, int reader_fd, StepMemory& writer,
+                                                      int writer_fd, const SpinWindow& spin) {
+  auto read = std::async(std::launch::async, [&] {
+    uint32_t word = 0;
+    std::string got;
+    std::optional<FramePickup> pickup;
+    const absl::Status s = reader.Read(Side::kServer, reader_fd, absl::Now() + absl::Seconds(30), &word, &got, spin,
+                                       &pickup);
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(got, "raced");
+    return pickup;
+  });
+  EXPECT_TRUE(writer.Write(Side::kClient, writer_fd, 1, "raced").ok());
+  return read.get();
+}
+
+TEST_F(MemoryPair, SaysHowEachFrameWasWaitedFor) {
+  uint32_t word = 0;
+  std::string got;
+  std::optional<FramePickup> pickup;
+  ASSERT_TRUE(client_->Write(Side::kClient, client_fd(), 1, "early").ok());
+  ASSERT_TRUE(server_->Read(Side::kServer, server_fd(), absl::Now() + absl::Seconds(10), &word, &got, SpinWindow{},
+                            &pickup)
+                  .ok());
+  ASSERT_TRUE(pickup.has_value());
+  EXPECT_EQ(pickup->wait, Wait::kReady);
+  EXPECT_GE(pickup->latency, absl::ZeroDuration());
+
+  const absl::Time now = absl::Now();
+  const struct {
+    SpinWindow spin;
+    Wait waiting;
+  } cases[] = {
+      {SpinWindow{now - absl::Hours(1), now + absl::Hours(1)}, Wait::kSpinning},
+      {SpinWindow{now + absl::Hours(1), now + absl::Hours(2)}, Wait::kAsleepBeforeWindow},
+      {SpinWindow{}, Wait::kAsleepBeforeWindow},  // no window at all
+      {SpinWindow{now - absl::Hours(2), now - absl::Hours(1)}, Wait::kAsleepAfterWindow},
+  };
+  for (const auto& c : cases) {
+    for (int i = 0; i < 10; ++i) {
+      const std::optional<FramePickup> raced =
+          PickupOfARaceWithTheWriter(*server_, server_fd(), *client_, client_fd(), c.spin);
+      ASSERT_TRUE(raced.has_value());
+      EXPECT_TRUE(raced->wait == Wait::kReady || raced->wait == c.waiting)
+          << WaitName(raced->wait) << " where " << WaitName(c.waiting) << " was expected";
+      EXPECT_GE(raced->latency, absl::ZeroDuration());
+    }
+  }
+}
+
+TEST_F(MemoryPair, AFrameFromAWriterThatLeftNoTimeHasNoPickup) {
+  // A writer that predates the stamp leaves the header's publishing time at 0 (step_memory.h:
+  // the i64 after the request header's four u32).
+  void* raw = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, server_->fd(), 0);
+  ASSERT_NE(raw, MAP_FAILED);
+  auto* request_header = reinterpret_cast<std::atomic<uint32_t>*>(static_cast<char*>(raw) + 64);
+  auto* published_at = reinterpret_cast<std::atomic<int64_t>*>(static_cast<char*>(raw) + 64 + 16);
+  published_at->store(0);
+  request_header[2].store(9);  // word
+  request_header[3].store(0);  // bytes
+  request_header[0].store(1);  // published
+  uint32_t word = 0;
+  std::string got;
+  std::optional<FramePickup> pickup = FramePickup{};
+  ASSERT_TRUE(server_->Read(Side::kServer, server_fd(), absl::Now() + absl::Seconds(10), &word, &got, SpinWindow{},
+                            &pickup)
+                  .ok());
+  EXPECT_EQ(word, 9u);
+  EXPECT_FALSE(pickup.has_value());
+  munmap(raw, 4096);
+}
+
+// A frame on the socket (no memory) has no publishing time either.
+TEST(StepMemoryTest, AFrameOnTheSocketHasNoPickup) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ASSERT_TRUE(WriteConnectionFrame(nullptr, Side::kClient, fds[0], 3, "on the socket").ok());
+  uint32_t word = 0;
+  std::string got;
+  std::optional<FramePickup> pickup = FramePickup{};
+  ASSERT_TRUE(ReadConnectionFrame(nullptr, Side::kServer, fds[1], absl::Now() + absl::Seconds(10), &word, &got,
+                                  SpinWindow{}, &pickup)
+                  .ok());
+  EXPECT_EQ(got, "on the socket");
+  EXPECT_FALSE(pickup.has_value());
+  close(fds[0]);
+  close(fds[1]);
+}
+
 // A peer can write anything into the memory: a size past the payload room, or a count that
 // skips frames, is refused before any payload is copied (the layout: step_memory.h).
 TEST_F(MemoryPair, RefusesAFrameSizeOrCountThatCannotBeOurPeers) {
@@ -230,6 +333,42 @@ TEST(StepMemoryTest, ClientsThatAskUseItAndOthersDoNot) {
   (*server)->Stop();
   bool sent = false;
   EXPECT_TRUE(absl::IsUnavailable(with_memory.Call(StepMethod::kVerify, "late", absl::Seconds(10), &sent).status()));
+}
+
+// The server hears how each request through the memory was waited for, and the client each
+// answer, with the method of the call; a connection on the socket reports none.
+TEST(StepMemoryTest, ServerAndClientReportEachPickupWithItsMethod) {
+  ScopedTempDir dir("step_memory_");
+  const std::string path = dir.path() + "/w.sock.step";
+  std::mutex mu;
+  std::vector<StepMethod> requests, answers;
+  auto record_into = [&mu](std::vector<StepMethod>* methods) {
+    return [&mu, methods](StepMethod method, const FramePickup& pickup) {
+      EXPECT_GE(pickup.latency, absl::ZeroDuration());
+      std::lock_guard<std::mutex> lock(mu);
+      methods->push_back(method);
+    };
+  };
+  auto server = StepSocketServer::Start(path, EchoAnyMethod, /*max_connections=*/4, absl::Microseconds(300),
+                                        record_into(&requests));
+  ASSERT_TRUE(server.ok()) << server.status();
+  StepSocketClient with_memory(path, absl::Microseconds(300), /*shared_memory=*/true);
+  with_memory.set_pickup_observer(record_into(&answers));
+  StepSocketClient without(path, absl::Microseconds(300), /*shared_memory=*/false);
+  without.set_pickup_observer(record_into(&answers));
+  const StepMethod methods[] = {StepMethod::kVerifyCompact, StepMethod::kProposeCompact, StepMethod::kRelease};
+  for (StepMethod method : methods) {
+    EXPECT_EQ(*with_memory.Call(method, "m", absl::Seconds(10)), "echo:m");
+    EXPECT_EQ(*without.Call(method, "s", absl::Seconds(10)), "echo:s");
+  }
+  (*server)->Stop();
+  std::lock_guard<std::mutex> lock(mu);
+  // The memory is asked for on the socket, before any frame goes through it: not a pickup.
+  EXPECT_EQ(requests, std::vector<StepMethod>(std::begin(methods), std::end(methods)));
+  EXPECT_EQ(answers, std::vector<StepMethod>(std::begin(methods), std::end(methods)));
+  EXPECT_EQ(PickupMethodName(StepMethod::kVerifyCompact), "verify");
+  EXPECT_EQ(PickupMethodName(StepMethod::kPropose), "propose");
+  EXPECT_EQ(PickupMethodName(StepMethod::kRelease), "other");
 }
 
 }  // namespace
