@@ -24,8 +24,9 @@ Reads OUT_DIR/settings.json and OUT_DIR/pass<N>/<policy>-<rate>.json (`splitspec
      time outside the workers' compute went, as means over the cell's steps from the router's
      stage histogram (splitspec_step_stage_duration_seconds): scheduling, the router's own work
      between its calls and since the previous step, and the calls' time beyond the compute the
-     workers reported; and how the router came by its step socket answers (--unix: polling or
-     asleep, and what each cost; splitspec_step_answer_pickup_seconds).
+     workers reported; and how the router came by its step socket answers and the workers by
+     their requests (--unix: polling or asleep, and what each cost; the step socket pickup
+     histograms of docs/observability.md).
 Percentiles interpolate linearly between order statistics, as `splitspec bench` does.
 """
 
@@ -63,12 +64,13 @@ def load_stage_means(path):
     return {stage: (sums[stage], counts[stage]) for stage in sums if counts.get(stage)}
 
 
-def load_answer_pickups(path):
-    """{(method, wait): (sum of seconds, count)} of the router's step socket answers
-    (splitspec_step_answer_pickup_seconds) from its /metrics text, or None without them."""
+def load_pickups(path, family="splitspec_step_answer_pickup_seconds"):
+    """{(method, wait): (sum of seconds, count)} of a step socket pickup histogram (the router's
+    answers, or a worker's requests with family splitspec_step_request_pickup_seconds) from a
+    /metrics text, or None without it."""
     if not os.path.exists(path):
         return None
-    prefix = "splitspec_step_answer_pickup_seconds_"
+    prefix = family + "_"
     sums, counts = {}, {}
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -83,6 +85,17 @@ def load_answer_pickups(path):
     return {key: (sums.get(key, 0.0), counts[key]) for key in counts} or None
 
 
+def load_worker_pickups(prefix, worker):
+    """A worker's request pickups over one cell: its counters after the cell less those before."""
+    family = "splitspec_step_request_pickup_seconds"
+    after = load_pickups(prefix + "." + worker + ".after.metrics.txt", family)
+    if after is None:
+        return None
+    before = load_pickups(prefix + "." + worker + ".before.metrics.txt", family) or {}
+    return {key: (s - before.get(key, (0.0, 0.0))[0], n - before.get(key, (0.0, 0.0))[1])
+            for key, (s, n) in after.items()}
+
+
 def load_level(path):
     if not os.path.exists(path):
         return None
@@ -92,7 +105,9 @@ def load_level(path):
     if not levels:
         return None
     levels[0]["stage_seconds"] = load_stage_means(path[:-len(".json")] + ".metrics.txt")
-    levels[0]["answer_pickups"] = load_answer_pickups(path[:-len(".json")] + ".metrics.txt")
+    levels[0]["answer_pickups"] = load_pickups(path[:-len(".json")] + ".metrics.txt")
+    for worker in ("verifier", "drafter"):
+        levels[0][worker + "_pickups"] = load_worker_pickups(path[:-len(".json")], worker)
     # The router's CPU seconds over the cell, when the script could read them.
     cpu_path = path[:-len(".json")] + ".router_cpu"
     if os.path.exists(cpu_path):
@@ -163,13 +178,16 @@ class Cell:
                 acc[0] += seconds
                 acc[1] += steps
         self.stage_mean_us = {stage: 1e6 * s / n for stage, (s, n) in totals.items() if n > 0}
-        # The router's step socket answers over all passes: {(method, wait): [seconds, count]}.
-        self.pickups = {}
+        # Step socket pickups over all passes, {(method, wait): [seconds, count]}: the router's
+        # answers, and each worker's requests.
+        self.pickups, self.worker_pickups = {}, {"verifier": {}, "drafter": {}}
         for level in levels:
-            for key, (seconds, count) in (level.get("answer_pickups") or {}).items():
-                acc = self.pickups.setdefault(key, [0.0, 0.0])
-                acc[0] += seconds
-                acc[1] += count
+            for into, got in [(self.pickups, level.get("answer_pickups"))] + [
+                    (self.worker_pickups[w], level.get(w + "_pickups")) for w in self.worker_pickups]:
+                for key, (seconds, count) in (got or {}).items():
+                    acc = into.setdefault(key, [0.0, 0.0])
+                    acc[0] += seconds
+                    acc[1] += count
         self.completed = sum(level["summary"]["completed"] for level in levels)
         self.sent = sum(level["summary"]["sent"] for level in levels)
         self.failed = sum(level["summary"]["failed"] for level in levels)
@@ -313,12 +331,12 @@ def main(out):
     print_pickups(cells, rates, policies)
 
 
-def pickup_cells(c, method):
-    """'asleep share | polling mean us | asleep mean us' of one method's answers, or dashes. An
-    answer that was there already ("ready") counts in the share's total only: the time it waited
-    was the router's own work, not a wake-up."""
+def pickup_cells(pickups, method):
+    """'asleep share | polling mean us | asleep mean us' of one method's frames, or dashes. A
+    frame that was there already ("ready") counts in the share's total only: the time it waited
+    was its reader's own work, not a wake-up."""
     def total(waits):
-        got = [c.pickups.get((method, w), [0.0, 0.0]) for w in waits]
+        got = [pickups.get((method, w), [0.0, 0.0]) for w in waits]
         return sum(x[0] for x in got), sum(x[1] for x in got)
     _, n_ready = total(("ready",))
     polling_s, n_polling = total(("spinning",))
@@ -345,7 +363,21 @@ def print_pickups(cells, rates, policies):
             c = cells[(p, r)]
             if c is None or not c.pickups:
                 continue
-            print("| %s | %s | %s | %s |" % (r, p, pickup_cells(c, "verify"), pickup_cells(c, "propose")))
+            print("| %s | %s | %s | %s |" % (r, p, pickup_cells(c.pickups, "verify"), pickup_cells(c.pickups, "propose")))
+    if not any(c is not None and any(c.worker_pickups.values()) for c in cells.values()):
+        return
+    print("\nThe same for the workers' step socket requests (splitspec_step_request_pickup_seconds, each "
+          "worker's counters after the cell less those before): the verifier's Verify requests and the "
+          "drafter's Propose requests.\n")
+    print("| level | policy | verifier: asleep | polling us | asleep us | drafter: asleep | polling us | asleep us |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rates:
+        for p in policies:
+            c = cells[(p, r)]
+            if c is None or not any(c.worker_pickups.values()):
+                continue
+            print("| %s | %s | %s | %s |" % (r, p, pickup_cells(c.worker_pickups["verifier"], "verify"),
+                                           pickup_cells(c.worker_pickups["drafter"], "propose")))
 
 
 if __name__ == "__main__":

@@ -42,10 +42,11 @@
 # at T (`splitspec bench --temperature`, each request seeded from its prompt), --top-k K with it.
 # Placement as scripts/bench-sweep.sh: verifier on CPU 1, drafter on CPU 0, one engine thread
 # each; router and load generator unpinned.
-# Workers run no metrics servers (--metrics-port -1), so it runs beside other services; each
-# router's metrics server takes a free loopback port, and its /server_info at the end of the cell
-# is kept. Output: OUT/pass<N>/<policy>-<rate>.{json,csv,
-# server_info.json,metrics.txt,router_cpu (its CPU seconds)}, OUT/logs/, OUT/compare.md.
+# Every metrics server takes a free loopback port, so it runs beside other services. Kept for
+# each cell: the router's /server_info and /metrics at its end, and the workers' /metrics before
+# and after it (their step socket requests' pickups in the report). Output:
+# OUT/pass<N>/<policy>-<rate>.{json,csv,server_info.json,metrics.txt,router_cpu (its CPU
+# seconds),{verifier,drafter}.{before,after}.metrics.txt}, OUT/logs/, OUT/compare.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -132,14 +133,16 @@ listen_flags() {
 echo "== workers: target $target, draft $draft ($placement)"
 # shellcheck disable=SC2046,SC2086  # listen_flags is two words; the worker flags are split
 start verifier "${verifier_pin[@]}" "$bin/splitspec-verifier" --model "$target" --expose-model-path $(listen_flags verifier) \
-  --threads "$threads" --metrics-port -1 $worker_extra
+  --threads "$threads" --metrics-port 0 --metrics-host 127.0.0.1 $worker_extra
 pids+=("$started_pid")
 verifier_addr="$started_addr"
 # shellcheck disable=SC2046,SC2086
 start drafter "${drafter_pin[@]}" "$bin/splitspec-drafter" --model "$draft" $(listen_flags drafter) \
-  --threads "$threads" --metrics-port -1 $worker_extra $drafter_extra
+  --threads "$threads" --metrics-port 0 --metrics-host 127.0.0.1 $worker_extra $drafter_extra
 pids+=("$started_pid")
 drafter_addr="$started_addr"
+# worker_metrics NAME: the HOST:PORT of a worker's metrics server, from its log.
+worker_metrics() { grep -m1 'metrics on' "$out/logs/$1.log" | sed 's/.*metrics on \([^ ]*\).*/\1/'; }
 
 cat > "$out/settings.json" << EOF
 {"target": "$target", "draft": "$draft", "policies": "$policies", "workload": "$workload",
@@ -209,6 +212,12 @@ run_cell() {
   local router_pid="$started_pid"
   mkdir -p "$out/pass$pass"
   # A level with failed or dropped requests exits 3: keep going, the report shows them.
+  # The workers serve every cell: their counters before and after this one.
+  local worker
+  for worker in verifier drafter; do
+    http_get "http://$(worker_metrics $worker)/metrics" > "$out/pass$pass/$safe-$rate.$worker.before.metrics.txt" \
+      2> /dev/null || true
+  done
   local load_flags=(--rates "$rate")
   [[ "$rate" == c* ]] && load_flags=(--concurrency "${rate#c}")
   "$bin/splitspec" bench --router "$started_addr" --workload "bench/workloads/$workload.jsonl" \
@@ -216,6 +225,10 @@ run_cell() {
     --max-inflight 256 --ignore-eos --seed 1 --no-progress --label "$label@$rate" ${sampling_flags[@]+"${sampling_flags[@]}"} \
     --out-prefix "$out/pass$pass/$safe-$rate" > "$out/logs/bench-$pass-$safe-$rate.txt" 2>&1 ||
     echo "   (bench exited with $? for $policy @ $rate req/s)"
+  for worker in verifier drafter; do
+    http_get "http://$(worker_metrics $worker)/metrics" > "$out/pass$pass/$safe-$rate.$worker.after.metrics.txt" \
+      2> /dev/null || true
+  done
   # The router's own account of the cell (policy state: shapes chosen, estimates, overhead).
   local metrics_addr
   metrics_addr="$(grep -m1 'metrics on' "$out/logs/router-$pass-$safe-$rate.log" | sed 's/.*metrics on \([^ ]*\).*/\1/')"

@@ -4,7 +4,7 @@
 //
 // Why: a frame read by a thread that was polling is in hand within microseconds, one read by a
 // thread asleep in the kernel only once the kernel has woken it, which on a virtual machine
-// whose CPU had halted took 60-280 (docs/benchmarks.md, "How a step's hand-overs were waited
+// whose CPU had halted took 55-170 (docs/benchmarks.md, "How a step's hand-overs were waited
 // for"). Which of the two a speculative step's four hand-overs were, and how often a frame came
 // outside the window where its reader polls (spin_window.h), is much of its overhead beyond the
 // workers' compute; the services export it (splitspec_step_answer_pickup_seconds on the router,
