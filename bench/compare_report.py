@@ -348,36 +348,40 @@ def pickup_cells(pickups, method):
     return "%.2f | %s | %s" % (n_asleep / n, mean(polling_s, n_polling), mean(asleep_s, n_asleep))
 
 
+def print_pickup_table(cells, rates, policies, intro, sides):
+    """One row a cell of pickup_cells for each of `sides`: (heading, pickups of a cell, method)."""
+    rows = []
+    for r in rates:
+        for p in policies:
+            c = cells[(p, r)]
+            if c is not None and any(pickups(c) for _, pickups, _ in sides):
+                rows.append("| %s | %s | %s |" % (r, p, " | ".join(pickup_cells(pickups(c), method)
+                                                                  for _, pickups, method in sides)))
+    if not rows:
+        return
+    print("\n" + intro + "\n")
+    print("| level | policy | " + " | ".join(h + ": asleep | polling us | asleep us" for h, _, _ in sides) + " |")
+    print("|---|---|" + "---|---|---|" * len(sides))
+    for row in rows:
+        print(row)
+
+
 def print_pickups(cells, rates, policies):
-    if not any(c is not None and c.pickups for c in cells.values()):
-        return
-    print("\nHow the router came by its step socket answers (splitspec_step_answer_pickup_seconds, every pass): "
-          "the share that came while it slept outside the window where it polls (--step-spin-us), and the mean "
-          "time from the worker's publishing an answer to the router's reading it, for those that came while it "
-          "polled and those that came while it slept (us). Answers already there when it looked count in the "
-          "share only.\n")
-    print("| level | policy | verify: asleep | polling us | asleep us | propose: asleep | polling us | asleep us |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rates:
-        for p in policies:
-            c = cells[(p, r)]
-            if c is None or not c.pickups:
-                continue
-            print("| %s | %s | %s | %s |" % (r, p, pickup_cells(c.pickups, "verify"), pickup_cells(c.pickups, "propose")))
-    if not any(c is not None and any(c.worker_pickups.values()) for c in cells.values()):
-        return
-    print("\nThe same for the workers' step socket requests (splitspec_step_request_pickup_seconds, each "
-          "worker's counters after the cell less those before): the verifier's Verify requests and the "
-          "drafter's Propose requests.\n")
-    print("| level | policy | verifier: asleep | polling us | asleep us | drafter: asleep | polling us | asleep us |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rates:
-        for p in policies:
-            c = cells[(p, r)]
-            if c is None or not any(c.worker_pickups.values()):
-                continue
-            print("| %s | %s | %s | %s |" % (r, p, pickup_cells(c.worker_pickups["verifier"], "verify"),
-                                           pickup_cells(c.worker_pickups["drafter"], "propose")))
+    print_pickup_table(
+        cells, rates, policies,
+        "How the router came by its step socket answers (splitspec_step_answer_pickup_seconds, every pass): "
+        "the share that came while it slept outside the window where it polls (--step-spin-us), and the mean "
+        "time from the worker's publishing an answer to the router's reading it, for those that came while it "
+        "polled and those that came while it slept (us). Answers already there when it looked count in the "
+        "share only.",
+        [("verify", lambda c: c.pickups, "verify"), ("propose", lambda c: c.pickups, "propose")])
+    print_pickup_table(
+        cells, rates, policies,
+        "The same for the workers' step socket requests (splitspec_step_request_pickup_seconds, each "
+        "worker's counters after the cell less those before): the verifier's Verify requests and the "
+        "drafter's Propose requests.",
+        [("verifier", lambda c: c.worker_pickups["verifier"], "verify"),
+         ("drafter", lambda c: c.worker_pickups["drafter"], "propose")])
 
 
 if __name__ == "__main__":
