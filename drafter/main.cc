@@ -22,7 +22,7 @@
 #include "common/engine/model/llama_model.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
-#include "common/metrics/step_pickup_observer.h"
+#include "common/metrics/step_pickup_metrics.h"
 #include "common/metrics/worker_metrics.h"
 #include "common/rpc/flags.h"
 #include "common/rpc/server.h"
@@ -197,7 +197,7 @@ int Run(const splitspec::rpc::Flags& flags) {
   server_options.drain_timeout = absl::Seconds(*drain);
   serving->ApplyTo(&server_options);
   server_options.step_handler = service.StepHandler();
-  server_options.step_pickup_observer = splitspec::metrics::RecordPickupsIn(pickup_metrics->get());
+  server_options.step_pickup_observer = (*pickup_metrics)->Observer();
   auto server = splitspec::rpc::Server::Start(server_options, {&service}, {"splitspec.v1.Drafter"});
   if (!server.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());

@@ -42,7 +42,7 @@
 #include "common/engine/tokenizer/load_tokenizer.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
-#include "common/metrics/step_pickup_observer.h"
+#include "common/metrics/step_pickup_metrics.h"
 #include "common/rpc/flags.h"
 #include "common/rpc/periodic_task.h"
 #include "common/rpc/resolve.h"
@@ -255,7 +255,7 @@ int Run(const rpc::Flags& flags) {
   metrics::MetricsRegistry registry;
   auto pickup_metrics = metrics::StepPickupMetrics::Create(registry, metrics::StepPickupMetrics::Frames::kAnswers);
   if (!pickup_metrics.ok()) return Die("metrics", pickup_metrics.status());
-  const rpc::PickupObserver on_pickup = metrics::RecordPickupsIn(pickup_metrics->get());
+  const rpc::PickupObserver on_pickup = (*pickup_metrics)->Observer();
 
   // Workers. One verifier replica must be up (its KV size drives admission); the other
   // replicas and the drafters may come later.

@@ -1,22 +1,27 @@
 // StepPickupMetrics: the series, made up front, and their updates.
 #include "common/metrics/step_pickup_metrics.h"
 
-#include <iterator>
+#include <string>
 
+#include "absl/time/time.h"
 #include "common/metrics/assign_or_return.h"
 #include "common/metrics/buckets.h"
 
 namespace splitspec::metrics {
 namespace {
 
-// The index of `value` in `list`, or -1.
-template <size_t N>
-int IndexOf(const std::string_view (&list)[N], std::string_view value) {
-  for (size_t i = 0; i < N; ++i) {
-    if (list[i] == value) return static_cast<int>(i);
+// A method's row of series, and one method of each row (for its label).
+int MethodIndex(rpc::StepMethod method) {
+  switch (method) {
+    case rpc::StepMethod::kVerify:
+    case rpc::StepMethod::kVerifyCompact: return 0;
+    case rpc::StepMethod::kPropose:
+    case rpc::StepMethod::kProposeCompact: return 1;
+    default: return 2;
   }
-  return -1;
 }
+constexpr rpc::StepMethod kMethodOfRow[] = {rpc::StepMethod::kVerify, rpc::StepMethod::kPropose,
+                                            rpc::StepMethod::kRelease};
 
 }  // namespace
 
@@ -32,25 +37,24 @@ absl::StatusOr<std::unique_ptr<StepPickupMetrics>> StepPickupMetrics::Create(Met
                           : "Time from the router's publishing a step socket request to this worker's reading it, "
                             "by method and how the worker was waiting (spinning in its window, or asleep)."));
   std::unique_ptr<StepPickupMetrics> m(new StepPickupMetrics());
-  for (std::string_view method : kPickupMethods) {
-    std::vector<prometheus::Histogram*>& row = m->series_.emplace_back();
-    for (std::string_view wait : kPickupWaits) {
-      prometheus::Histogram* h = nullptr;
-      SPLITSPEC_METRICS_ASSIGN_OR_RETURN(
-          h, MetricsRegistry::AddHistogram(*family, {{"method", std::string(method)}, {"wait", std::string(wait)}},
-                                           FramePickupBuckets()));
-      row.push_back(h);
+  for (int row = 0; row < kNumMethods; ++row) {
+    const rpc::StepMethod method = kMethodOfRow[row];
+    for (int w = 0; w < rpc::FramePickup::kNumWaits; ++w) {
+      const prometheus::Labels labels = {{"method", std::string(rpc::PickupMethodName(method))},
+                                         {"wait", std::string(rpc::WaitName(static_cast<rpc::FramePickup::Wait>(w)))}};
+      SPLITSPEC_METRICS_ASSIGN_OR_RETURN(m->series_[MethodIndex(method)][w],
+                                         MetricsRegistry::AddHistogram(*family, labels, FramePickupBuckets()));
     }
   }
   return m;
 }
 
-void StepPickupMetrics::Observe(std::string_view method, std::string_view wait, double seconds) {
-  int m = IndexOf(kPickupMethods, method);
-  if (m < 0) m = static_cast<int>(std::size(kPickupMethods)) - 1;
-  const int w = IndexOf(kPickupWaits, wait);
-  if (w < 0) return;
-  series_[m][w]->Observe(seconds);
+void StepPickupMetrics::Observe(rpc::StepMethod method, const rpc::FramePickup& pickup) {
+  series_[MethodIndex(method)][static_cast<int>(pickup.wait)]->Observe(absl::ToDoubleSeconds(pickup.latency));
+}
+
+rpc::PickupObserver StepPickupMetrics::Observer() {
+  return [this](rpc::StepMethod method, const rpc::FramePickup& pickup) { Observe(method, pickup); };
 }
 
 }  // namespace splitspec::metrics

@@ -7,20 +7,14 @@
 #ifndef SPLITSPEC_COMMON_METRICS_STEP_PICKUP_METRICS_H_
 #define SPLITSPEC_COMMON_METRICS_STEP_PICKUP_METRICS_H_
 
+#include <array>
 #include <memory>
-#include <string>
-#include <string_view>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/metrics/metrics_registry.h"
+#include "common/rpc/frame_pickup.h"
 
 namespace splitspec::metrics {
-
-// The label values, as common/rpc/frame_pickup.h names them.
-inline constexpr std::string_view kPickupMethods[] = {"verify", "propose", "other"};
-inline constexpr std::string_view kPickupWaits[] = {"ready", "spinning", "asleep_before_window",
-                                                    "asleep_after_window"};
 
 class StepPickupMetrics {
  public:
@@ -28,14 +22,17 @@ class StepPickupMetrics {
 
   static absl::StatusOr<std::unique_ptr<StepPickupMetrics>> Create(MetricsRegistry& registry, Frames frames);
 
-  // One frame read `seconds` after it was published. A method or wait outside the lists above
-  // counts as "other" / is dropped.
-  void Observe(std::string_view method, std::string_view wait, double seconds);
+  // One frame of a `method` call, waited for as `pickup` says. Methods other than Verify and
+  // Propose (in either form) count as "other".
+  void Observe(rpc::StepMethod method, const rpc::FramePickup& pickup);
+  // Observe, as the step sockets' observer (this must outlive the sockets that call it).
+  rpc::PickupObserver Observer();
 
  private:
+  static constexpr int kNumMethods = 3;  // verify, propose, other: rpc::PickupMethodName's labels
+
   StepPickupMetrics() = default;
-  // [method][wait], in the order of the lists above.
-  std::vector<std::vector<prometheus::Histogram*>> series_;
+  std::array<std::array<prometheus::Histogram*, rpc::FramePickup::kNumWaits>, kNumMethods> series_{};
 };
 
 }  // namespace splitspec::metrics

@@ -22,6 +22,7 @@
 namespace splitspec::rpc {
 
 struct FramePickup {
+  // Numbered from 0 in this order (StepPickupMetrics indexes its series by them).
   enum class Wait {
     kReady,               // published before the reader first looked
     kSpinning,            // published while the reader polled inside its window

@@ -121,10 +121,13 @@ absl::StatusOr<AllSets> CreateAndFeedAll(MetricsRegistry& registry, int n_steps,
     if (!created.ok()) return created.status();
     *pickups = *std::move(created);
     std::uniform_real_distribution<double> spinning(2e-6, 2e-5), asleep(5e-5, 3e-4);
+    using rpc::FramePickup;
     for (int i = 0; i < n_steps; ++i) {
-      (*pickups)->Observe("verify", "spinning", spinning(rng));
-      (*pickups)->Observe("propose", i % 5 == 0 ? "asleep_before_window" : "spinning",
-                          i % 5 == 0 ? asleep(rng) : spinning(rng));
+      (*pickups)->Observe(rpc::StepMethod::kVerifyCompact,
+                          FramePickup{FramePickup::Wait::kSpinning, absl::Seconds(spinning(rng))});
+      (*pickups)->Observe(rpc::StepMethod::kProposeCompact,
+                          i % 5 == 0 ? FramePickup{FramePickup::Wait::kAsleepBeforeWindow, absl::Seconds(asleep(rng))}
+                                     : FramePickup{FramePickup::Wait::kSpinning, absl::Seconds(spinning(rng))});
     }
   }
   return all;
