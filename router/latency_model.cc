@@ -203,13 +203,18 @@ const LatencyModel::DrafterEntry* LatencyModel::FindDrafter(const std::string& p
 }
 
 double LatencyModel::draft_scale(const std::string& pool) const {
-  auto it = draft_scales_.find(pool);
-  if (it != draft_scales_.end()) return it->second;
+  auto it = draft_corrections_.find(pool);
+  if (it != draft_corrections_.end()) return it->second.scale();
   // A pool never observed follows the target's correction: the file profiled both on one
   // machine, so a target that runs faster or slower than the file says suggests the drafter
   // does too. (Left at 1, an unobserved drafter would look ever dearer next to a refitted
   // target, and a policy that therefore never drafts would never observe it.)
   return TargetCorrection();
+}
+
+double LatencyModel::draft_call_seconds(const std::string& pool) const {
+  auto it = draft_corrections_.find(pool);
+  return it != draft_corrections_.end() ? it->second.per_call_seconds() : 0.0;
 }
 
 double LatencyModel::TargetCorrection() const {
@@ -299,13 +304,15 @@ LatencyModel::ResolvedDrafter LatencyModel::Resolve(const std::string& pool) con
   resolved.raw = &entry->cost;
   resolved.shape = &entry->shape;
   resolved.scale = draft_scale(pool);
+  resolved.call_seconds = draft_call_seconds(pool);
   return resolved;
 }
 
 double LatencyModel::DraftSeconds(const ResolvedDrafter& drafter, absl::Span<const int32_t> ctx,
                                   absl::Span<const int32_t> k, double first_forward_tokens) const {
   if (drafter.raw == nullptr) return 0;
-  return drafter.scale * RawDraftSeconds(drafter, ctx, k, first_forward_tokens);
+  const double line = RawDraftSeconds(drafter, ctx, k, first_forward_tokens);
+  return DraftCorrection::Apply(drafter.call_seconds, drafter.scale, line);
 }
 
 void LatencyModel::ObserveTarget(double n_context, double n_batched, double observed) {
@@ -329,8 +336,9 @@ void LatencyModel::ObserveDraft(const std::string& pool, absl::Span<const int32_
   const ResolvedDrafter drafter = Resolve(pool);
   if (drafter.raw == nullptr) return;
   if (IsCatchUp(k, first_forward_tokens)) return;
-  draft_scales_[pool] =
-      UpdateScale(drafter.scale, RawDraftSeconds(drafter, ctx, k, first_forward_tokens), observed);
+  // A pool's first observation starts from the correction it had followed until then.
+  auto it = draft_corrections_.try_emplace(pool, drafter.scale).first;
+  it->second.Observe(RawDraftSeconds(drafter, ctx, k, first_forward_tokens), observed);
 }
 
 void LatencyModel::ObserveDraftExposure(double exposed_share) {
@@ -369,9 +377,12 @@ std::string LatencyModel::Summary() const {
     if (cost.model_free) {
       absl::StrAppendFormat(&s, " | %s const=%.3gs", name, cost.constant_seconds);
     } else {
-      absl::StrAppendFormat(&s, " | %s alpha=%.3g gamma=%.3g delta=%.3g (x%.2f)", name,
+      absl::StrAppendFormat(&s, " | %s alpha=%.3g gamma=%.3g delta=%.3g (x%.2f", name,
                             cost.forward.alpha, cost.forward.gamma, cost.forward.delta,
                             draft_scale(name));
+      const double per_call = draft_call_seconds(name);
+      if (per_call != 0) absl::StrAppendFormat(&s, " %+.3gs a call", per_call);
+      s += ")";
       if (!entry.batch_factors.empty()) {
         absl::StrAppendFormat(&s, " shape over %d sizes", entry.batch_factors.size());
       }

@@ -19,6 +19,7 @@
 #include "absl/types/span.h"
 #include "nlohmann/json.hpp"
 #include "router/batch_residual.h"
+#include "router/draft_correction.h"
 
 namespace splitspec::router {
 
@@ -97,8 +98,9 @@ class LatencyModel {
   double DraftSeconds(const std::string& pool, absl::Span<const int32_t> ctx,
                       absl::Span<const int32_t> k) const;
 
-  // Online correction: each observation moves a multiplicative scale (EMA, clamped to
-  // [0.1, 10]) towards observed / raw prediction (the file's line times its shape); the RPC
+  // Online correction: each target observation moves a multiplicative scale (EMA, clamped to
+  // [0.1, 10]) towards observed / raw prediction (the file's line times its shape); a pool's
+  // draft calls fit a per-call time and a scale (router/draft_correction.h); the RPC
   // overhead is an EMA of what the step's wall time leaves after the workers' compute.
   void ObserveTarget(double n_context, double n_batched, double observed_seconds);
   // `first_forward_tokens`: tokens the drafter's first forward really fed (its catch-up on
@@ -151,13 +153,18 @@ class LatencyModel {
     return draft_ahead_alternatives_ > 0 ? hypothesis + (1 - hypothesis) * alternative_rescue(greedy) : hypothesis;
   }
   const std::optional<ForwardCoefficients>& refit_target() const { return refit_target_; }
+  // A pool's draft-time correction (router/draft_correction.h): predicted call time =
+  // draft_call_seconds + draft_scale * the line. A pool never observed follows the target's
+  // correction, with no per-call time.
   double draft_scale(const std::string& pool) const;
+  double draft_call_seconds(const std::string& pool) const;
   // A pool's cost entry and online scale, looked up once: GoodputModel prices many candidate
   // steps against the same model, and the lookups (string keys) were most of their cost.
   struct ResolvedDrafter {
     const DrafterCost* raw = nullptr;     // nullptr: no entry for it and no default
     const BatchResidual* shape = nullptr;  // its batch shape (empty: 1); set with raw
     double scale = 1.0;                   // draft_scale(pool)
+    double call_seconds = 0;              // draft_call_seconds(pool)
     double Shape(double n_batched) const {
       return shape == nullptr || shape->empty() ? 1.0 : shape->Factor(n_batched);
     }
@@ -200,7 +207,7 @@ class LatencyModel {
   double draft_exposure_ = 1.0;
   int32_t draft_ahead_alternatives_ = 0;
   double alternative_rescue_[2] = {kAlternativeRescuePrior, kSampledAlternativeRescuePrior};  // greedy, sampled
-  std::map<std::string, double> draft_scales_;
+  std::map<std::string, DraftCorrection> draft_corrections_;
   nlohmann::json fit_info_;  // carried through load/save untouched
 };
 

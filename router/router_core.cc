@@ -499,10 +499,15 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   snapshot_.latency_model = latency_.Summary();
   snapshot_.latency_refit = target_fit_.Describe();
   snapshot_.latency_refit["batch_residual"] = latency_.batch_residual().Describe();
-  // Each pool's draft-time correction (observed / predicted drafting, an EMA).
-  nlohmann::json scales = nlohmann::json::object();
-  for (const std::string& p : pool_names_) scales[p] = latency_.draft_scale(p);
+  // Each pool's draft-time correction (router/draft_correction.h): a call is predicted at
+  // its per-call seconds plus its scale times the profile's line.
+  nlohmann::json scales = nlohmann::json::object(), call_seconds = nlohmann::json::object();
+  for (const std::string& p : pool_names_) {
+    scales[p] = latency_.draft_scale(p);
+    call_seconds[p] = latency_.draft_call_seconds(p);
+  }
   snapshot_.latency_refit["draft_scales"] = scales;
+  snapshot_.latency_refit["draft_call_seconds"] = call_seconds;
 }
 
 ServerInfo RouterCore::Snapshot() const {
