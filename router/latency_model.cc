@@ -303,8 +303,14 @@ LatencyModel::ResolvedDrafter LatencyModel::Resolve(const std::string& pool) con
   if (entry == nullptr) return resolved;
   resolved.raw = &entry->cost;
   resolved.shape = &entry->shape;
-  resolved.scale = draft_scale(pool);
-  resolved.call_seconds = draft_call_seconds(pool);
+  // One lookup of the pool's correction for both figures (draft_scale, draft_call_seconds).
+  auto it = draft_corrections_.find(pool);
+  if (it == draft_corrections_.end()) {
+    resolved.scale = TargetCorrection();
+  } else {
+    resolved.scale = it->second.scale();
+    resolved.call_seconds = it->second.per_call_seconds();
+  }
   return resolved;
 }
 
