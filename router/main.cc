@@ -362,6 +362,7 @@ int Run(const rpc::Flags& flags) {
   // empties rather than after every step. Counters and the step overheads stay per step.
   options.snapshot_every_steps = 32;
   options.defer_token_events = true;
+  options.defer_step_reports = true;
   if (pipeline != "on" && pipeline != "off") {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--pipeline must be on or off, not '", pipeline, "'")));
   }

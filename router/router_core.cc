@@ -207,6 +207,7 @@ bool RouterCore::Idle() const {
 bool RouterCore::RunStep() {
   follows_decode_step_ = previous_run_decoded_;
   previous_run_decoded_ = false;
+  step_observed_ = false;
   {
     MutexLock lock(&mu_);
     if (!initialized_) return false;
@@ -283,7 +284,14 @@ bool RouterCore::RunStep() {
   if (!decoded) FlushEvents();
   progress = progress || decoded || !to_prefill.empty() || completed_ != completed_before;
   ReleaseAndReap();
-  UpdateSnapshot(decoded ? &stats : nullptr);
+  // A step held back is reported before this run's: none followed it (no decode step here).
+  if (!decoded) FlushReport();
+  StepReport report{std::move(stats), decoded, step_observed_};
+  if (decoded && options_.defer_step_reports) {
+    deferred_report_ = std::move(report);
+  } else {
+    Report(report);
+  }
   {
     MutexLock lock(&mu_);
     // Nothing moved although there is work: every request waits for a replica to come back.
@@ -462,6 +470,18 @@ void RouterCore::AbortAll(const absl::Status& status) {
   }
   ReleaseAndReap();
   UpdateSnapshot(nullptr);
+}
+
+void RouterCore::Report(StepReport& report) {
+  if (report.observed && options_.step_observer) options_.step_observer(report.stats);
+  UpdateSnapshot(report.decoded ? &report.stats : nullptr);
+}
+
+void RouterCore::FlushReport() {
+  if (!deferred_report_.has_value()) return;
+  StepReport report = std::move(*deferred_report_);
+  deferred_report_.reset();
+  Report(report);
 }
 
 void RouterCore::UpdateSnapshot(const StepStats* stats) {

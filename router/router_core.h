@@ -44,6 +44,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -95,8 +96,9 @@ struct StepStats {
   double wall_seconds = 0;        // the decode step, scheduling to bookkeeping
   // The router's time from the end of the previous decode step's wall time to this one's start
   // when the two ran back to back (the loop's next step while there is work): the previous
-  // step's last bookkeeping (policy, metrics, the /server_info snapshot), admission and replica
-  // checks; a Prefill call in between is left out. 0 for a step after an idle wait.
+  // step's last bookkeeping (policy; metrics and the /server_info snapshot unless
+  // RouterOptions::defer_step_reports), admission and replica checks; a Prefill call in
+  // between is left out. 0 for a step after an idle wait.
   double between_steps_seconds = 0;
   // wall + between_steps - the compute it waited for (StepOverheadSeconds)
   double overhead_seconds = 0;
@@ -193,6 +195,14 @@ struct RouterOptions {
   // every event outside a decode step's results) are delivered at once; deferred tokens reach
   // their clients one planning phase later. The router binary turns it on.
   bool defer_token_events = false;
+  // Report a decode step (the step observer, the /server_info snapshot) while the next step's
+  // verify call computes instead of before the next step is planned: both touch memory the
+  // workers' forwards have pushed out of the caches (Prometheus series, the snapshot's JSON),
+  // tens of microseconds between a verify answer and the next request on a 2-core VM
+  // (bench/router/router_step_bench.cc). A step is reported at the latest when a run of the
+  // loop follows it without a decode step (before the loop waits for work), so reports keep
+  // their order and none is lost; /server_info then lags one step. The router binary turns it on.
+  bool defer_step_reports = false;
   // Draft-ahead (router_pipeline.cc): while a step verifies a chain, the drafter already drafts
   // the next step on the hypothesis that the whole chain and the drafter's guess of the
   // target's next token are accepted; the next step uses that draft when the hypothesis held.
@@ -243,6 +253,9 @@ class RouterCore {
 
   // One step of the loop (see the file comment). Returns false when there was nothing to do.
   bool RunStep();
+  // Reports the decode step RouterOptions::defer_step_reports held back, if any: the loop
+  // calls it as it stops (a run of RunStep without a decode step does so otherwise).
+  void FlushReport();
   // Blocks until there is work or `timeout` passes; true if there is work.
   bool WaitForWork(absl::Duration timeout);
   // New Submits get UNAVAILABLE; queued and running requests still complete (drain).
@@ -390,6 +403,14 @@ class RouterCore {
   void ReleaseAndReap();
   void ReleaseDrafterSessions();  // the drafters' share of ReleaseAndReap
   void UpdateSnapshot(const StepStats* stats);
+  // What a run of the loop reports: its decode step's stats to the step observer (when it
+  // verified something) and the snapshot.
+  struct StepReport {
+    StepStats stats;
+    bool decoded = false;   // a decode step ran: the snapshot keeps its overhead
+    bool observed = false;  // it verified something: the step observer hears of it
+  };
+  void Report(StepReport& report);
 
   const RouterOptions options_;
   VerifierReplicas replicas_;  // loop thread only (admission runs on it, under mu_)
@@ -415,6 +436,10 @@ class RouterCore {
   // Deferred step tokens (EmitStepTokens): requests not finished when deferred, so alive until
   // delivered (every path that finishes a request emits, and Emit flushes first).
   std::vector<std::pair<Active*, StreamEvent>> deferred_events_;
+  // The last decode step's report, held back until the next verify call is in flight
+  // (RouterOptions::defer_step_reports); ObserveStep sets step_observed_ for the running step.
+  std::optional<StepReport> deferred_report_;
+  bool step_observed_ = false;
   int64_t draft_ahead_used_ = 0;
   int64_t draft_ahead_dropped_ = 0;
   int64_t draft_ahead_alternatives_held_ = 0;

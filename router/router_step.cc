@@ -54,15 +54,18 @@ bool RouterCore::DecodeStep(StepStats* stats) {
   // Pipeline: the next step's drafts are made while this one verifies (router_pipeline.cc).
   std::vector<AheadCall> ahead;
   if (options_.pipeline) ahead = PlanDraftAhead(plan);
-  // Beside the verify call: the previous step's deferred tokens, then the draft-ahead.
+  // Beside the verify call: the previous step's deferred tokens, the draft-ahead, then the
+  // previous step's report.
   std::function<void()> alongside;
-  if (!deferred_events_.empty() || !ahead.empty()) {
+  if (!deferred_events_.empty() || !ahead.empty() || deferred_report_.has_value()) {
     alongside = [this, &ahead] {
       FlushEvents();
       if (!ahead.empty()) DraftAhead(&ahead);
+      FlushReport();
     };
   }
   std::vector<ReplicaCall> calls = VerifyOnReplicas(&plan, alongside);
+  FlushReport();  // where no call ran the side work
   StepOutcome outcome = ApplyResults(plan, calls, stats);
   // Waking the side thread costs about one hand-off: deferring pays from two requests up, or
   // from one where the next verify call carries the work without a hand-off.
@@ -519,8 +522,8 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
   if (options_.step_observer) {
     stats->rpc_overhead_seconds = plan.rpc_excess;
     stats->requests = std::move(outcome.requests);
-    options_.step_observer(*stats);
   }
+  step_observed_ = true;  // reported at the end of the run, or beside the next verify call
 }
 
 }  // namespace splitspec::router

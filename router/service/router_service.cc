@@ -196,6 +196,7 @@ void RouterLoop::Run() {
       core_->WaitForWork(absl::Milliseconds(50));
     }
   }
+  core_->FlushReport();  // the last step's, when the loop stopped right after it
 }
 
 void RouterLoop::Drain(absl::Duration timeout) {

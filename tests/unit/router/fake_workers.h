@@ -140,7 +140,9 @@ class FakeVerifier : public VerifierClient {
     if (!overlaps_work) return VerifierClient::VerifyWhile(items, work);
     ++work_in_calls;
     work_threads.insert(std::this_thread::get_id());
+    in_flight = true;
     work();
+    in_flight = false;
     return Verify(items);
   }
 
@@ -190,6 +192,7 @@ class FakeVerifier : public VerifierClient {
   int prefill_calls = 0;
   int verify_calls = 0;
   bool overlaps_work = false;
+  bool in_flight = false;  // overlaps_work: the router's side work is running inside a call
   // The compute time each Verify reports; with `clock` set, the call also advances it by that.
   double compute_seconds = 0;
   VirtualClock* clock = nullptr;

@@ -462,6 +462,58 @@ TEST(RouterCoreTest, ASingleRequestsTokensRideTheNextCallOfAnOverlappingVerifier
   EXPECT_EQ(at_once.verifier.work_in_calls, 0);
 }
 
+// defer_step_reports: a decode step's report (the step observer, the snapshot) is made inside
+// the next step's verify call, while it is in flight, and the step the loop runs without a
+// decode step reports the last one; the reports are the same, in the same order, as when each
+// is made at the end of its own step.
+TEST(RouterCoreTest, StepReportsHeldBackComeInsideTheNextVerifyCallInOrder) {
+  struct Report {
+    StepStats stats;
+    bool inside_a_call = false;
+  };
+  std::vector<Report> at_once_reports, held_reports;
+  Harness* at_once_harness = nullptr;
+  Harness* held_harness = nullptr;
+  const auto inside_a_call = [](const Harness* h) { return h->verifier.in_flight; };
+  RouterOptions at_once_options, held_options;
+  at_once_options.step_observer = [&](const StepStats& s) {
+    at_once_reports.push_back({s, inside_a_call(at_once_harness)});
+  };
+  held_options.defer_step_reports = true;
+  held_options.step_observer = [&](const StepStats& s) { held_reports.push_back({s, inside_a_call(held_harness)}); };
+  Harness at_once("static:3", at_once_options), held("static:3", held_options);
+  at_once_harness = &at_once;
+  held_harness = &held;
+  at_once.verifier.overlaps_work = held.verifier.overlaps_work = true;
+  ASSERT_TRUE(at_once.core->Init().ok() && held.core->Init().ok());
+  ASSERT_TRUE(at_once.Submit(Prompt(5, 10), 40).ok() && held.Submit(Prompt(5, 10), 40).ok());
+  for (int run = 0; run < 200 && !held.core->Idle(); ++run) {
+    at_once.core->RunStep();
+    held.core->RunStep();
+    // Every run here decodes: its own report is made at its end, or held back until the next.
+    const size_t decoded = static_cast<size_t>(at_once.core->Snapshot().steps);
+    EXPECT_EQ(at_once_reports.size(), decoded);
+    EXPECT_EQ(held_reports.size(), decoded - 1);
+  }
+  EXPECT_TRUE(at_once.core->Idle());
+  EXPECT_EQ(held.out.begin()->second.tokens, ReferenceGeneration(Prompt(5, 10), 40));
+  // The loop's next run has no decode step: it reports the last one.
+  held.core->RunStep();
+  ASSERT_EQ(held_reports.size(), at_once_reports.size());
+  ASSERT_GT(held_reports.size(), 3u);
+  for (size_t i = 0; i < held_reports.size(); ++i) {
+    const StepStats& a = at_once_reports[i].stats;
+    const StepStats& h = held_reports[i].stats;
+    EXPECT_EQ(h.step, a.step) << "report " << i;
+    EXPECT_EQ(h.k, a.k) << "report " << i;
+    EXPECT_EQ(h.accepted_tokens, a.accepted_tokens) << "report " << i;
+    EXPECT_EQ(h.emitted_tokens, a.emitted_tokens) << "report " << i;
+    EXPECT_FALSE(at_once_reports[i].inside_a_call) << "report " << i;
+    EXPECT_EQ(held_reports[i].inside_a_call, i + 1 < held_reports.size()) << "report " << i;
+  }
+  EXPECT_EQ(held.core->Snapshot().steps, at_once.core->Snapshot().steps);
+}
+
 // Greedy correctness: whatever a policy asks for and whatever the drafter guesses, the
 // output is exactly the target's greedy sequence.
 class GreedyCorrectnessTest : public ::testing::TestWithParam<std::string> {};
