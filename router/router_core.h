@@ -44,8 +44,8 @@
 #include <functional>
 #include <future>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>

@@ -273,8 +273,8 @@ void RouterStep(benchmark::State& state) {
   state.counters["tokens_per_step"] = static_cast<double>(delivered) / steps;
 }
 
-// Warm caches (an upper bound on what trimming the router's work can gain), then cold ones
-// with the reports in line and deferred. A cold step streams kFlushBytes: a short minimum time.
+// Warm caches (the same work with its memory at hand), then cold ones with the reports in line
+// and held back. A cold step streams kFlushBytes: a short minimum time.
 BENCHMARK(RouterStep)->ArgsProduct({{1, 4}, {0, 1}, {0}, {1}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(RouterStep)
     ->ArgsProduct({{1, 4}, {0, 1}, {1}, {0, 1}})
