@@ -93,6 +93,11 @@ class LatencyModel {
 
   // Corrected predictions.
   double TargetSeconds(double n_context, double n_batched) const;
+  // The file's own prediction (its line times its shape), which nothing observed moves: a
+  // yardstick for comparing calls made hundreds of steps apart (router/verify_slowdown.h).
+  double FileTargetSeconds(double n_context, double n_batched) const {
+    return target_.Predict(n_context, n_batched) * TargetShape(n_batched);
+  }
   // Draft time for one Propose call: requests i with context ctx[i] and depth k[i]; a draft
   // model runs max(k) forwards, request i taking part in the first k[i] of them.
   double DraftSeconds(const std::string& pool, absl::Span<const int32_t> ctx,

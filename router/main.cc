@@ -368,6 +368,7 @@ int Run(const rpc::Flags& flags) {
   }
   options.pipeline = pipeline == "on";
   options.draft_ahead_alternatives = static_cast<int32_t>(*alternatives);
+  options.slowdown_probe_steps = router::kDefaultSlowdownProbeSteps;
   if (latency_residual != "on" && latency_residual != "off") {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("--latency-residual must be on or off, not '", latency_residual, "'")));

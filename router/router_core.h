@@ -66,6 +66,7 @@
 #include "router/side_thread.h"
 #include "router/request_types.h"
 #include "router/verifier_replicas.h"
+#include "router/verify_slowdown.h"
 #include "router/worker_clients.h"
 
 namespace splitspec::router {
@@ -154,6 +155,9 @@ struct ServerInfo {
   std::vector<std::string> drafter_pools;
 };
 
+inline constexpr int32_t kDefaultSlowdownProbeSteps = 32;
+inline constexpr double kMaxSlowdownProbeShare = 0.01;
+
 struct RouterOptions {
   int32_t max_queue = 256;    // waiting requests; Submit beyond it: RESOURCE_EXHAUSTED
   int32_t max_running = 64;   // batch size cap
@@ -212,6 +216,13 @@ struct RouterOptions {
   // token after it), each the drafter's best other choice where the hypothesis might fail; the
   // next step uses whichever held (spec::ProposeItem::alternatives). 0: the hypothesis alone.
   int32_t draft_ahead_alternatives = 0;
+  // With the pipeline, how often a step goes against what the learnt verify slowdown says
+  // (router/verify_slowdown.h), so that both kinds of verify call stay observed: one step in
+  // this many skips drafting ahead where it pays, or drafts ahead where the slowdown says it
+  // does not; in the second case rarer still, so that the probes cost at most about 1% of the
+  // verify time they slow (kMaxSlowdownProbeShare). 0: never (the slowdown is learnt from
+  // whatever steps there are). The router binary uses kDefaultSlowdownProbeSteps.
+  int32_t slowdown_probe_steps = 0;
   // Learn what the refitted line misses per batch size (router/batch_residual.h) and price
   // forwards with it: on a CPU a tree of 16 nodes costs ~40% more than a line fitted to chains
   // says.
@@ -352,7 +363,19 @@ class RouterCore {
   // Whether request r's chain of k is drafted one deeper, for a draft made ahead to build on:
   // only where the Propose such drafts save outweighs the extra level and what of the draft
   // made ahead outlasts the verify call (predicted at `verify_seconds`).
-  bool DraftGuessPays(const Active& r, int32_t k, int32_t max_k, double verify_seconds) const;
+  // `slowdown_seconds`: this request's share of what drafting ahead beside the verify call is
+  // learnt to add to it (VerifySlowdown).
+  bool DraftGuessPays(const Active& r, int32_t k, int32_t max_k, double verify_seconds,
+                      double slowdown_seconds) const;
+  // What drafting ahead beside the planned step's verify call is learnt to add to it, split
+  // evenly over its requests (0 on a probe step that drafts ahead whatever it costs).
+  double SlowdownShareSeconds(const StepPlan& plan, double verify_seconds) const;
+  // Whether this step's drafts made ahead (expected to save `saving_seconds` of the next
+  // step's Propose calls) are made, against what they are learnt to add to the verify call;
+  // a probe step decides the other way (RouterOptions::slowdown_probe_steps).
+  bool DraftAheadOutweighsSlowdown(const StepPlan& plan, double saving_seconds, double verify_seconds);
+  // Whether this step is a probe of the verify slowdown.
+  bool ProbesSlowdown();
   // The latency model's figure for the verify call of the planned step: each request feeds its
   // pending token and its planned nodes, or (`drafted`) the draft tokens it really has.
   double PlannedVerifySeconds(const StepPlan& plan, bool drafted) const;
@@ -423,6 +446,10 @@ class RouterCore {
   TreeAcceptance tree_acceptance_;
   ShapeCalibration calibration_;
   OnlineForwardFit target_fit_;  // the target's latency coefficients, refitted online
+  // Pipeline: verify calls with drafts made ahead beside them against those without.
+  VerifySlowdown verify_slowdown_;
+  int64_t steps_since_slowdown_probe_ = 0;
+  bool drafting_ahead_paid_ = true;  // what the last step without a probe decided
   SideThread side_thread_;  // runs the draft-ahead and deferred events beside the verify call
   // The last step's verify ran its side work on the loop thread while in flight: a single
   // request's tokens then wait for the next call too, which costs no hand-off.

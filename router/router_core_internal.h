@@ -69,6 +69,10 @@ struct RouterCore::StepPlan {
   // verify calls with the work run beside them); the rest of the step is the router's own.
   double call_wall = 0;
   int32_t rpcs = 0;
+  // Pipeline: this step probes the verify slowdown (RouterOptions::slowdown_probe_steps), and
+  // whether drafts were made ahead beside its verify call.
+  bool slowdown_probe = false;
+  bool drafted_ahead = false;
 };
 
 // A draft-ahead Propose for one pool (router_pipeline.cc): the items, the requests they stand

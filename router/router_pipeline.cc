@@ -17,8 +17,13 @@
 // would not hide; elsewhere the request drafts as without the pipeline. Once the guess is
 // drafted, a request is drafted ahead when the Propose it saves, times that chance, outweighs
 // the part of the draft-ahead the verify call would not hide (PlanDraftAhead; the step waits
-// for it, landed or not). The drafter's extra work runs on its own process, so that is the
-// only cost. Goodput prices a pipelined step the same way (GoodputModel::Exposure).
+// for it, landed or not). The drafter's extra work runs on its own process, but where it
+// competes with the verifier (one GPU for both, a memory bus) the verify call beside it is
+// slower: VerifySlowdown learns by how much, and a step drafts ahead only where what its
+// drafts save outweighs that too (DraftAheadOutweighsSlowdown; DraftGuessPays counts each
+// request's share). One step in RouterOptions::slowdown_probe_steps goes the other way, so
+// that verify calls with and without drafts beside them both stay observed. Goodput prices a
+// pipelined step's drafting the same way (GoodputModel::Exposure), without the slowdown.
 // With RouterOptions::draft_ahead_alternatives a request's call also drafts after the
 // drafter's likeliest other outcomes of the step (a prefix of chain + guess, then the drafter's
 // best other token there: for a sampled request, the likeliest token of the distribution it
@@ -111,12 +116,14 @@ double RouterCore::AheadDraftSeconds(const std::string& pool, int32_t context, i
   return latency_.DraftSeconds(pool, std::vector<int32_t>(chains, context), std::vector<int32_t>(chains, depth));
 }
 
-bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, double verify_seconds) const {
+bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, double verify_seconds,
+                                double slowdown_seconds) const {
   if (k <= 0 || k >= max_k) return false;  // no chain, or no level left for a guess
   // Steady state, as goodput prices it (GoodputModel::Exposure): with the guess, the step's
   // own Propose (k + 1 levels) is needed only when the previous draft made ahead missed, and
-  // the step waits for what of this one's draft made ahead outlasts the verify call; without
-  // it, every step waits for a Propose of k levels.
+  // the step waits for what of this one's draft made ahead outlasts the verify call and for
+  // its share of what drafting beside the call adds to it; without it, every step waits for a
+  // Propose of k levels.
   const int32_t context = static_cast<int32_t>(r.history.size());
   const double hit = DraftAheadLands(r, k);
   const double rpc = latency_.RpcSeconds();
@@ -126,7 +133,33 @@ bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, doubl
   const double deeper = latency_.DraftSeconds(drafter, ctx, deeper_levels);
   const double ahead = AheadDraftSeconds(r.pool, context + k + 1, k + 1, k + 1);
   const double outlasting = std::max(0.0, ahead - verify_seconds);
-  return (1 - hit) * (deeper + rpc) + outlasting < chain + rpc;
+  return (1 - hit) * (deeper + rpc) + outlasting + slowdown_seconds < chain + rpc;
+}
+
+bool RouterCore::ProbesSlowdown() {
+  const int32_t every = options_.slowdown_probe_steps;
+  if (every <= 0) return false;
+  // Where drafting ahead does not pay, a probe costs the slowdown itself: rarer, so that the
+  // probes add at most kMaxSlowdownProbeShare of the verify time.
+  double steps = every;
+  if (!drafting_ahead_paid_) steps = std::max(steps, std::ceil(verify_slowdown_.Extra() / kMaxSlowdownProbeShare));
+  if (++steps_since_slowdown_probe_ < static_cast<int64_t>(steps)) return false;
+  steps_since_slowdown_probe_ = 0;
+  return true;
+}
+
+double RouterCore::SlowdownShareSeconds(const StepPlan& plan, double verify_seconds) const {
+  if (plan.slowdown_probe || plan.batch.empty()) return 0.0;
+  return verify_slowdown_.Extra() * verify_seconds / static_cast<double>(plan.batch.size());
+}
+
+bool RouterCore::DraftAheadOutweighsSlowdown(const StepPlan& plan, double saving_seconds, double verify_seconds) {
+  // The whole verify call slows while any request's draft is made beside it, so the step
+  // weighs what all of them save.
+  const bool pays = saving_seconds >= verify_slowdown_.Extra() * verify_seconds;
+  if (plan.slowdown_probe) return !pays;
+  drafting_ahead_paid_ = pays;
+  return pays;
 }
 
 std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& plan) {
@@ -134,6 +167,7 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
   // ahead that takes longer than that delays the step even when it turns out useless.
   const double verify_seconds = PlannedVerifySeconds(plan, /*drafted=*/true);
   std::map<std::string, AheadCall> by_pool;
+  double step_saving = 0;
   for (size_t i = 0; i < plan.batch.size(); ++i) {
     const Active* r = plan.batch[i];
     const spec::DraftProposal& d = plan.drafts[i];
@@ -167,7 +201,9 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
         AheadDraftSeconds(r->pool, static_cast<int32_t>(r->history.size() + assumed.size()), depth,
                           static_cast<int32_t>(assumed.size()));
     const double overrun = std::max(0.0, draft_seconds - verify_seconds);
-    if (hit * (draft_seconds + latency_.RpcSeconds()) < overrun) continue;
+    const double saving = hit * (draft_seconds + latency_.RpcSeconds());
+    if (saving < overrun) continue;
+    step_saving += saving - overrun;
     AheadCall& call = by_pool[r->pool];
     call.pool = r->pool;
     spec::ProposeItem item;
@@ -186,6 +222,7 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     call.history_before.push_back(static_cast<int32_t>(r->history.size()));
     call.assumed.push_back(std::move(assumed));
   }
+  if (!by_pool.empty() && !DraftAheadOutweighsSlowdown(plan, step_saving, verify_seconds)) return {};
   return TimedAheadCalls(std::move(by_pool));
 }
 

@@ -46,6 +46,7 @@ bool RouterCore::DecodeStep(StepStats* stats) {
   ResumeSpeculation(ready);
   ReconsiderPools(ready, plan.max_k);
   PlanStep(std::move(ready), &plan, stats);
+  if (options_.pipeline) plan.slowdown_probe = ProbesSlowdown();
   stats->schedule_seconds = clock_->NowSeconds() - plan.started_at;
   Draft(&plan, stats);
   stats->draft_seconds = plan.draft_compute;
@@ -54,6 +55,7 @@ bool RouterCore::DecodeStep(StepStats* stats) {
   // Pipeline: the next step's drafts are made while this one verifies (router_pipeline.cc).
   std::vector<AheadCall> ahead;
   if (options_.pipeline) ahead = PlanDraftAhead(plan);
+  plan.drafted_ahead = !ahead.empty();
   // Beside the verify call: the previous step's deferred tokens, the draft-ahead, then the
   // previous step's report.
   std::function<void()> alongside;
@@ -256,6 +258,7 @@ RouterCore::PoolCall RouterCore::BuildPoolCall(const std::string& pool, std::vec
   call.pool = pool;
   call.members = std::move(members);
   const double verify_seconds = options_.pipeline ? PlannedVerifySeconds(plan, /*drafted=*/false) : 0.0;
+  const double slowdown_seconds = options_.pipeline ? SlowdownShareSeconds(plan, verify_seconds) : 0.0;
   for (size_t i : call.members) {
     const Active* r = plan.batch[i];
     int32_t known = 0;
@@ -271,7 +274,7 @@ RouterCore::PoolCall RouterCore::BuildPoolCall(const std::string& pool, std::vec
     item.shape.depth = plan.k[i];
     const bool tree = plan.nodes[i] > plan.k[i];
     // Pipeline: a chain one deeper, its last token the guess a draft-ahead builds on.
-    if (options_.pipeline && !tree && DraftGuessPays(*r, plan.k[i], plan.max_k, verify_seconds)) {
+    if (options_.pipeline && !tree && DraftGuessPays(*r, plan.k[i], plan.max_k, verify_seconds, slowdown_seconds)) {
       item.shape.depth = plan.k[i] + 1;
     }
     item.shape.branching = tree ? kTreeBranching : 1;
@@ -486,6 +489,10 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
   for (const ReplicaCall& call : calls) {
     if (!call.response.ok()) continue;
     any_verified = true;
+    if (options_.pipeline) {
+      verify_slowdown_.Observe(plan.drafted_ahead, call.response->compute_seconds,
+                               latency_.FileTargetSeconds(call.context_tokens, call.fed_tokens));
+    }
     latency_.ObserveTarget(call.context_tokens, call.fed_tokens, call.response->compute_seconds);
     target_fit_.SetPrior(latency_.ScaledFileTarget());
     // The refit learns the line; the profiled batch shape stays on top of it.

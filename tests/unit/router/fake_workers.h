@@ -126,8 +126,9 @@ class FakeVerifier : public VerifierClient {
       s.pending = bonus;
       resp.results.push_back(r);
     }
-    resp.compute_seconds = compute_seconds;
-    if (clock != nullptr) clock->Advance(compute_seconds + transport_seconds);
+    beside_drafts.push_back(beside_now_);
+    resp.compute_seconds = compute_seconds * (beside_now_ ? slowdown_beside_drafts : 1.0);
+    if (clock != nullptr) clock->Advance(resp.compute_seconds + transport_seconds);
     resp.total_blocks = total_blocks;
     return resp;
   }
@@ -141,9 +142,13 @@ class FakeVerifier : public VerifierClient {
     ++work_in_calls;
     work_threads.insert(std::this_thread::get_id());
     in_flight = true;
+    const int before = beside_counter != nullptr ? *beside_counter : 0;
     work();
     in_flight = false;
-    return Verify(items);
+    beside_now_ = beside_counter != nullptr && *beside_counter != before;
+    auto response = Verify(items);
+    beside_now_ = false;
+    return response;
   }
 
   absl::Status Release(const std::vector<spec::RequestId>& ids) override {
@@ -198,9 +203,18 @@ class FakeVerifier : public VerifierClient {
   VirtualClock* clock = nullptr;
   // With `clock` set, each Verify also advances it by this, unreported: the call's transport.
   double transport_seconds = 0;
+  // overlaps_work: a call whose side work made Propose calls (counted on `beside_counter`, a
+  // drafter's `calls`), drafts made ahead beside it, computes this many times as long, as on a
+  // GPU both workers share; `beside_drafts` records each Verify's verdict.
+  const int* beside_counter = nullptr;
+  double slowdown_beside_drafts = 1.0;
+  std::vector<bool> beside_drafts;
   int work_in_calls = 0;
   std::set<std::thread::id> work_threads;
   std::set<spec::RequestId> saw_draft_ids;  // requests verified with a non-empty draft
+
+ private:
+  bool beside_now_ = false;  // the running call has drafts made ahead beside it (VerifyWhile)
 };
 
 // Proposes each token right with probability `accuracy` (a fixed hash decides, so runs are

@@ -284,6 +284,58 @@ TEST(PipelineTest, SampledRequestsAreDraftedAheadOverOtherOutcomesToo) {
   EXPECT_TRUE(h.verifier.protocol_errors.empty()) << h.verifier.protocol_errors[0];
 }
 
+// Where drafts made ahead slow the verify call beside them (one GPU for both workers: their
+// kernels take turns), the router learns by how much (VerifySlowdown) and stops drafting ahead
+// where that outweighs what the drafts save, save for rare probes; where they do not, it keeps
+// drafting ahead. The output is the target's either way.
+struct SlowdownRun {
+  double late_share_beside = 0;  // of the verify calls in the second half of the run
+  double extra = 0;              // the slowdown /server_info reports
+};
+
+SlowdownRun RunWithVerifySlowdown(double slowdown) {
+  RouterOptions options;
+  options.pipeline = true;
+  options.slowdown_probe_steps = 8;
+  Harness h("static:3", options);
+  h.drafters[0] = std::make_unique<FakeDrafter>(0.8, 11);
+  h.drafters[0]->seconds_per_level = 0.0005;
+  h.drafters[0]->clock = &h.clock;
+  h.verifier.overlaps_work = true;
+  h.verifier.compute_seconds = 0.01;
+  h.verifier.clock = &h.clock;
+  h.verifier.beside_counter = &h.drafters[0]->calls;
+  h.verifier.slowdown_beside_drafts = slowdown;
+  LatencyModel model;
+  model.set_target({0.0, 0.0, 0.01});
+  model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0, 0.0005}, 0});
+  model.set_rpc_seconds(0.0001);
+  EXPECT_TRUE(BuildWithModel(h, "static:3", options, model));
+  auto id = h.Submit(Prompt(60, 9), 400);
+  EXPECT_TRUE(id.ok());
+  h.RunUntilIdle();
+  EXPECT_EQ(h.out[*id].tokens, ReferenceGeneration(Prompt(60, 9), 400));
+  EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
+  EXPECT_TRUE(h.verifier.protocol_errors.empty()) << h.verifier.protocol_errors[0];
+  SlowdownRun run;
+  const std::vector<bool>& beside = h.verifier.beside_drafts;
+  EXPECT_GT(beside.size(), 60u);
+  const size_t half = beside.size() / 2;
+  for (size_t i = half; i < beside.size(); ++i) run.late_share_beside += beside[i] ? 1.0 : 0.0;
+  run.late_share_beside /= static_cast<double>(beside.size() - half);
+  run.extra = h.core->Snapshot().latency_refit["draft_ahead_verify_slowdown"]["extra"].get<double>();
+  return run;
+}
+
+TEST(PipelineTest, DraftsMadeAheadStopWhereTheySlowTheVerifierMoreThanTheySave) {
+  const SlowdownRun slowed = RunWithVerifySlowdown(3.0);
+  EXPECT_NEAR(slowed.extra, 2.0, 0.2);
+  EXPECT_LT(slowed.late_share_beside, 0.1);
+  const SlowdownRun unslowed = RunWithVerifySlowdown(1.0);
+  EXPECT_LT(unslowed.extra, 0.05);
+  EXPECT_GT(unslowed.late_share_beside, 0.5);
+}
+
 TEST(PipelineTest, OffMeansNoDraftAhead) {
   const PipelineRun run = RunPipelined(0.8, 2, 30, /*pipeline=*/false);
   EXPECT_EQ(run.info.draft_ahead_used, 0);
