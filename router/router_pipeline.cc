@@ -142,7 +142,7 @@ bool RouterCore::ProbesSlowdown() {
   // Where drafting ahead does not pay, a probe costs the slowdown itself: rarer, so that the
   // probes add at most kMaxSlowdownProbeShare of the verify time.
   double steps = every;
-  if (!drafting_ahead_paid_) steps = std::max(steps, std::ceil(verify_slowdown_.Extra() / kMaxSlowdownProbeShare));
+  if (!drafting_ahead_paid_) steps = std::max(steps, std::ceil(verify_slowdown_.Priced() / kMaxSlowdownProbeShare));
   if (++steps_since_slowdown_probe_ < static_cast<int64_t>(steps)) return false;
   steps_since_slowdown_probe_ = 0;
   return true;
@@ -150,13 +150,13 @@ bool RouterCore::ProbesSlowdown() {
 
 double RouterCore::SlowdownShareSeconds(const StepPlan& plan, double verify_seconds) const {
   if (plan.slowdown_probe || plan.batch.empty()) return 0.0;
-  return verify_slowdown_.Extra() * verify_seconds / static_cast<double>(plan.batch.size());
+  return verify_slowdown_.Priced() * verify_seconds / static_cast<double>(plan.batch.size());
 }
 
 bool RouterCore::DraftAheadOutweighsSlowdown(const StepPlan& plan, double saving_seconds, double verify_seconds) {
   // The whole verify call slows while any request's draft is made beside it, so the step
   // weighs what all of them save.
-  const bool pays = saving_seconds >= verify_slowdown_.Extra() * verify_seconds;
+  const bool pays = saving_seconds >= verify_slowdown_.Priced() * verify_seconds;
   if (plan.slowdown_probe) return !pays;
   drafting_ahead_paid_ = pays;
   return pays;

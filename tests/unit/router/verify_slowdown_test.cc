@@ -48,7 +48,13 @@ TEST(VerifySlowdownTest, LearnsTheSlowdownWhateverTheModelMisses) {
     VerifySlowdown s;
     ObserveSlowdownSteps(&s, 400, 8, ratio, 1.4);
     EXPECT_NEAR(s.Extra(), 0.4, 0.04) << "observed / predicted " << ratio;
+    EXPECT_EQ(s.Priced(), s.Extra());
   }
+  // Below kPricedFrom it is reported but not priced.
+  VerifySlowdown small;
+  ObserveSlowdownSteps(&small, 400, 8, 1.0, 1.15);
+  EXPECT_NEAR(small.Extra(), 0.15, 0.04);
+  EXPECT_EQ(small.Priced(), 0.0);
 }
 
 TEST(VerifySlowdownTest, NoSlowdownGivesNearZeroAndNeverBelow) {
