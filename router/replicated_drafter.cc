@@ -124,6 +124,16 @@ std::vector<ReplicatedDrafter::ReplicaCall> ReplicatedDrafter::Place(
 
 absl::StatusOr<spec::ProposeResponse> ReplicatedDrafter::Propose(
     const std::vector<spec::ProposeItem>& items) {
+  return ProposeOnReplicas(items, /*beside_verify=*/false);
+}
+
+absl::StatusOr<spec::ProposeResponse> ReplicatedDrafter::ProposeBesideVerify(
+    const std::vector<spec::ProposeItem>& items) {
+  return ProposeOnReplicas(items, /*beside_verify=*/true);
+}
+
+absl::StatusOr<spec::ProposeResponse> ReplicatedDrafter::ProposeOnReplicas(const std::vector<spec::ProposeItem>& items,
+                                                                          bool beside_verify) {
   ApplyUpdates();
   const double now = clock_->NowSeconds();
   bool any_usable = false;
@@ -134,8 +144,9 @@ absl::StatusOr<spec::ProposeResponse> ReplicatedDrafter::Propose(
   spec::ProposeResponse out;
   std::vector<ReplicaCall> calls = Place(items, now, &out.results);
   // One call per replica, at once; each client is used by one thread.
-  RunInParallel(calls.size(), [this, &calls](size_t c) {
-    calls[c].response = replicas_[calls[c].replica].client->Propose(calls[c].items);
+  RunInParallel(calls.size(), [this, &calls, beside_verify](size_t c) {
+    DrafterClient* client = replicas_[calls[c].replica].client;
+    calls[c].response = beside_verify ? client->ProposeBesideVerify(calls[c].items) : client->Propose(calls[c].items);
   });
 
   absl::Status first_error;

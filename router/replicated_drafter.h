@@ -37,6 +37,8 @@ class ReplicatedDrafter : public DrafterClient {
 
   absl::StatusOr<spec::ProposeResponse> Propose(
       const std::vector<spec::ProposeItem>& items) override;
+  // The same, each replica's call through its ProposeBesideVerify.
+  absl::StatusOr<spec::ProposeResponse> ProposeBesideVerify(const std::vector<spec::ProposeItem>& items) override;
   // Sent to each replica that drafted for these requests and is not known to be down (a dead
   // replica lost them; a live one's lease reclaims what a failed Release leaves).
   absl::Status Release(const std::vector<spec::RequestId>& ids) override;
@@ -78,6 +80,9 @@ class ReplicatedDrafter : public DrafterClient {
   // first be resent in full are answered in `local`.
   std::vector<ReplicaCall> Place(const std::vector<spec::ProposeItem>& items, double now,
                                  std::vector<spec::ProposeResult>* local);
+  // Propose or ProposeBesideVerify: each replica's items through the same method.
+  absl::StatusOr<spec::ProposeResponse> ProposeOnReplicas(const std::vector<spec::ProposeItem>& items,
+                                                          bool beside_verify);
   // A failed replica: down for retry_seconds, its requests move.
   void MarkDown(int replica, double now);
   void Unplace(int replica);

@@ -273,7 +273,7 @@ void RouterCore::DraftAhead(std::vector<AheadCall>* calls) {
     AheadCall& call = (*calls)[c];
     DrafterClient* drafter = drafters_.at(call.pool);
     drafter->SetCallTimeout(call.timeout);
-    call.response = drafter->Propose(call.items);
+    call.response = drafter->ProposeBesideVerify(call.items);
   });
 }
 

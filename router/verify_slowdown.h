@@ -52,10 +52,10 @@ class VerifySlowdown {
   // above kMaxExtra.
   double Extra() const;
   // What the pipeline's decisions price: Extra() from kPricedFrom up, 0 below. On the 2-core
-  // VM of docs/benchmarks.md, with the workers on a core each, it read 0.15-0.22 while steps
-  // drafting ahead decoded 9% faster than serial ones in the same minutes: a slowdown that
-  // small is within what the probes' own timing and the price of a saved Propose misjudge.
-  // Where the workers share one GPU it is about 2.
+  // VM of docs/benchmarks.md, with the workers on a core each, it read 0-0.07 in twelve runs and
+  // 0.15-0.22 in one in which pipelined steps still decoded 9% faster than serial ones: a
+  // slowdown that small is within what single probes and the price of a saved Propose
+  // misjudge. Where the workers share one GPU it is about 2.
   static constexpr double kPricedFrom = 0.3;
   double Priced() const {
     const double extra = Extra();

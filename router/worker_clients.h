@@ -30,6 +30,12 @@ class DrafterClient {
   // with k = 0 and resends their whole history next time (known_length = 0).
   virtual absl::StatusOr<spec::ProposeResponse> Propose(
       const std::vector<spec::ProposeItem>& items) = 0;
+  // A Propose made while a verify call is in flight (drafts made ahead, router_pipeline.cc):
+  // the router needs the verify answer first, so a client that can wait for this one without
+  // polling (rpc::AnswerWait::kSleep) should; by default, Propose.
+  virtual absl::StatusOr<spec::ProposeResponse> ProposeBesideVerify(const std::vector<spec::ProposeItem>& items) {
+    return Propose(items);
+  }
   // Drops the sessions; unknown ids are not an error.
   virtual absl::Status Release(const std::vector<spec::RequestId>& ids) = 0;
   virtual absl::StatusOr<spec::WorkerInfo> Info() = 0;

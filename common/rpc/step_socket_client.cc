@@ -61,7 +61,7 @@ AnswerSpin& StepSocketClient::SpinFor(StepMethod method) {
 
 absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std::string& request,
                                                    absl::Duration timeout, bool* sent,
-                                                   const std::function<void()>& after_send) {
+                                                   const std::function<void()>& after_send, AnswerWait wait) {
   if (sent != nullptr) *sent = false;
   if (request.size() > kMaxStepPayloadBytes) {
     return absl::ResourceExhaustedError(
@@ -88,11 +88,14 @@ absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std:
   AnswerSpin& spin = SpinFor(method);
   uint32_t code = 0;
   std::string payload;
-  const SpinWindow window = spin.Window(written);
+  const bool poll = wait == AnswerWait::kPollWhenDue;
+  const SpinWindow window = poll ? spin.Window(written) : SpinWindow{};
   std::optional<FramePickup> pickup;
   const absl::Status read =
       ReadConnectionFrame(memory_.get(), StepMemory::Side::kClient, fd_, deadline, &code, &payload, window, &pickup);
-  if (read.ok()) spin.Observe(absl::Now() - written);
+  // A call that slept is answered later than its worker could: its round trip would misplace
+  // the window of the calls that poll.
+  if (read.ok() && poll) spin.Observe(absl::Now() - written);
   if (read.ok() && on_pickup_ && pickup.has_value()) on_pickup_(method, *pickup);
   if (absl::Status s = read; !s.ok()) {
     CloseLocked();

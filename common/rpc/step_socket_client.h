@@ -24,6 +24,17 @@
 
 namespace splitspec::rpc {
 
+// How a call waits for its answer.
+enum class AnswerWait {
+  // Polls in a window around when the answer is due (AnswerSpin), learnt from the method's
+  // earlier calls: the caller waits for this answer next.
+  kPollWhenDue,
+  // Sleeps until it comes, and leaves the method's window alone: a call made while another
+  // call is in flight whose answer the caller needs first (a draft made ahead beside a verify
+  // call), where polling would take a CPU from the workers for nothing.
+  kSleep,
+};
+
 class StepSocketClient {
  public:
   // `spin_margin`: half the width of the window around an answer's expected time in which
@@ -50,7 +61,8 @@ class StepSocketClient {
   // the answer is awaited: the caller's own work overlaps the worker's, with no other thread.
   // It does not run when the request was not written, and must not call this client.
   absl::StatusOr<std::string> Call(StepMethod method, const std::string& request, absl::Duration timeout,
-                                   bool* sent = nullptr, const std::function<void()>& after_send = nullptr);
+                                   bool* sent = nullptr, const std::function<void()>& after_send = nullptr,
+                                   AnswerWait wait = AnswerWait::kPollWhenDue);
 
   // Called with how each answer through shared memory was waited for (frame_pickup.h), on the
   // calling thread. Call before the calls start.

@@ -33,10 +33,12 @@ void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) { context
 template <typename Response, typename Request>
 std::optional<absl::StatusOr<Response>> CallStepSocket(StepSocketClient* step, StepMethod method,
                                                        const Request& request, absl::Duration timeout,
-                                                       const std::function<void()>& after_send = nullptr) {
+                                                       const std::function<void()>& after_send = nullptr,
+                                                       AnswerWait wait = AnswerWait::kPollWhenDue) {
   if (step == nullptr) return std::nullopt;
   bool sent = false;
-  absl::StatusOr<std::string> bytes = step->Call(method, request.SerializeAsString(), timeout, &sent, after_send);
+  absl::StatusOr<std::string> bytes =
+      step->Call(method, request.SerializeAsString(), timeout, &sent, after_send, wait);
   if (!sent) return std::nullopt;
   if (!bytes.ok()) return bytes.status();
   Response response;
@@ -53,10 +55,11 @@ template <typename Answer, typename Encode, typename Decode>
 std::optional<absl::StatusOr<Answer>> CallIfServed(StepSocketClient* step, StepMethod method, const Encode& encode,
                                                   const Decode& decode, absl::Duration timeout,
                                                   std::atomic<bool>* refused,
-                                                  const std::function<void()>& after_send = nullptr) {
+                                                  const std::function<void()>& after_send = nullptr,
+                                                  AnswerWait wait = AnswerWait::kPollWhenDue) {
   if (step == nullptr || refused->load()) return std::nullopt;
   bool sent = false;
-  absl::StatusOr<std::string> bytes = step->Call(method, encode(), timeout, &sent, after_send);
+  absl::StatusOr<std::string> bytes = step->Call(method, encode(), timeout, &sent, after_send, wait);
   if (!sent) return std::nullopt;
   if (absl::IsUnimplemented(bytes.status())) {
     refused->store(true);
@@ -206,15 +209,17 @@ DrafterClient::DrafterClient(std::shared_ptr<grpc::Channel> channel, absl::Durat
       stub_(v1::Drafter::NewStub(channel_)),
       timeout_us_(absl::ToInt64Microseconds(timeout)) {}
 
-absl::StatusOr<spec::ProposeResponse> DrafterClient::Propose(const std::vector<spec::ProposeItem>& items) {
+absl::StatusOr<spec::ProposeResponse> DrafterClient::Propose(const std::vector<spec::ProposeItem>& items,
+                                                             AnswerWait wait) {
   if (auto answer = CallIfServed<spec::ProposeResponse>(
           step_.get(), StepMethod::kProposeCompact, [&items] { return EncodeProposeItems(items); },
-          DecodeProposeResponse, timeout(), &compact_refused_)) {
+          DecodeProposeResponse, timeout(), &compact_refused_, nullptr, wait)) {
     return *std::move(answer);
   }
   v1::ProposeRequest request;
   ToProto(items, &request);
-  if (auto answer = CallStepSocket<v1::ProposeResponse>(step_.get(), StepMethod::kPropose, request, timeout())) {
+  if (auto answer =
+          CallStepSocket<v1::ProposeResponse>(step_.get(), StepMethod::kPropose, request, timeout(), nullptr, wait)) {
     if (!answer->ok()) return answer->status();
     return FromProto(**answer);
   }

@@ -82,7 +82,9 @@ class DrafterClient {
  public:
   explicit DrafterClient(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout = absl::Seconds(60));
 
-  absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items);
+  // `wait`: how a call over the step socket waits for its answer (AnswerWait).
+  absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items,
+                                                AnswerWait wait = AnswerWait::kPollWhenDue);
   // Over the step socket where there is one (and the worker serves it there), else gRPC.
   absl::Status Release(const std::vector<spec::RequestId>& ids);
   absl::StatusOr<spec::WorkerInfo> GetInfo();

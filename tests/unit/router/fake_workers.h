@@ -231,6 +231,12 @@ class FakeDrafter : public DrafterClient {
   VirtualClock* clock = nullptr;
   double transport_seconds = 0;
 
+  // Counted apart (beside_verify_calls), then as any Propose.
+  absl::StatusOr<spec::ProposeResponse> ProposeBesideVerify(const std::vector<spec::ProposeItem>& items) override {
+    ++beside_verify_calls;
+    return Propose(items);
+  }
+
   absl::StatusOr<spec::ProposeResponse> Propose(const std::vector<spec::ProposeItem>& items) override {
     ++calls;
     if (down) return absl::UnavailableError("fake drafter down");
@@ -336,6 +342,7 @@ class FakeDrafter : public DrafterClient {
   // Rewrites the draft returned for a request (malformed trees and the like).
   std::map<spec::RequestId, std::function<void(spec::DraftProposal&)>> spoil_drafts;
   int calls = 0;
+  int beside_verify_calls = 0;  // of them, made while a verify call was in flight
   int64_t tokens_proposed = 0;
   int prefill_proposes = 0;  // Proposes made beside the verifier's prefill (cross-checked only)
   struct Sent {

@@ -17,6 +17,7 @@ namespace {
 struct PipelineRun {
   ServerInfo info;
   int drafter_calls = 0;
+  int beside_verify_calls = 0;  // of them, drafts made ahead (ProposeBesideVerify)
   int64_t steps = 0;
   int64_t alternatives_asked = 0;
 };
@@ -66,9 +67,17 @@ PipelineRun RunPipelined(double accuracy, int n_requests, int32_t max_tokens, bo
   if (work_inside_verify && pipeline) {
     EXPECT_GT(h.verifier.work_in_calls, 0);
   }
+  // Drafts made ahead go through ProposeBesideVerify (whose client need not poll for them),
+  // every other Propose as before.
+  if (pipeline) {
+    EXPECT_LT(h.drafters[0]->beside_verify_calls, h.drafters[0]->calls);
+  } else {
+    EXPECT_EQ(h.drafters[0]->beside_verify_calls, 0);
+  }
   PipelineRun run;
   run.info = h.core->Snapshot();
   run.drafter_calls = h.drafters[0]->calls;
+  run.beside_verify_calls = h.drafters[0]->beside_verify_calls;
   run.alternatives_asked = h.drafters[0]->alternatives_asked;
   run.steps = run.info.steps;
   return run;
@@ -102,6 +111,7 @@ TEST(PipelineTest, AHypothesisThatAlwaysHoldsLeavesOnlyDraftAheadCalls) {
   EXPECT_EQ(run.info.draft_ahead_dropped, 0);
   EXPECT_GE(run.info.draft_ahead_used, run.steps - 2);
   EXPECT_LE(run.drafter_calls, static_cast<int>(run.steps) + 1);
+  EXPECT_GE(run.beside_verify_calls, static_cast<int>(run.steps) - 2);
 }
 
 // A drafter that never lands: no draft made ahead is ever used, and once the acceptance

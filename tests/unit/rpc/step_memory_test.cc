@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <iterator>
@@ -369,6 +370,39 @@ TEST(StepMemoryTest, ServerAndClientReportEachPickupWithItsMethod) {
   EXPECT_EQ(PickupMethodName(StepMethod::kVerifyCompact), "verify");
   EXPECT_EQ(PickupMethodName(StepMethod::kPropose), "propose");
   EXPECT_EQ(PickupMethodName(StepMethod::kRelease), "other");
+}
+
+// A call that sleeps for its answer (AnswerWait::kSleep, a draft made ahead beside a verify
+// call) never polls for it, even inside the window its method's calls poll in; the calls that
+// poll still do afterwards.
+TEST(StepMemoryTest, ACallThatSleepsNeverPollsForItsAnswer) {
+  ScopedTempDir dir("step_memory_");
+  const std::string path = dir.path() + "/w.sock.step";
+  // A worker that computes for 2 ms: a call looks for its answer before it comes.
+  auto computing = [](StepMethod method, const std::string& request, std::function<void()>* after_sent) {
+    absl::SleepFor(absl::Milliseconds(2));
+    return EchoAnyMethod(method, request, after_sent);
+  };
+  auto server = StepSocketServer::Start(path, computing, /*max_connections=*/4, absl::ZeroDuration());
+  ASSERT_TRUE(server.ok()) << server.status();
+  // A window a second wide each way: every answer a polling call waits for comes inside it.
+  StepSocketClient client(path, absl::Seconds(1), /*shared_memory=*/true);
+  std::vector<FramePickup::Wait> waits;
+  client.set_pickup_observer([&waits](StepMethod, const FramePickup& pickup) { waits.push_back(pickup.wait); });
+  auto call = [&client](AnswerWait wait) {
+    return client.Call(StepMethod::kProposeCompact, "d", absl::Seconds(10), nullptr, nullptr, wait);
+  };
+  auto count = [&waits](FramePickup::Wait wait) { return std::count(waits.begin(), waits.end(), wait); };
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(*call(AnswerWait::kPollWhenDue), "echo:d");
+  EXPECT_GT(count(FramePickup::Wait::kSpinning), 0);
+  waits.clear();
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(*call(AnswerWait::kSleep), "echo:d");
+  ASSERT_EQ(waits.size(), 10u);
+  EXPECT_EQ(count(FramePickup::Wait::kSpinning), 0);
+  waits.clear();
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(*call(AnswerWait::kPollWhenDue), "echo:d");
+  EXPECT_GT(count(FramePickup::Wait::kSpinning), 0);
+  (*server)->Stop();
 }
 
 }  // namespace
