@@ -22,6 +22,16 @@ struct PipelineRun {
   int64_t alternatives_asked = 0;
 };
 
+// A 10 ms verify call and 0.5 ms draft forwards: a draft made ahead always fits in the verify
+// call.
+LatencyModel DraftsFitTheVerifyModel() {
+  LatencyModel model;
+  model.set_target({0.0, 0.0, 0.01});
+  model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0, 0.0005}, 0});
+  model.set_rpc_seconds(0.0001);
+  return model;
+}
+
 // `accuracy`: the fake drafter's chance to propose (and guess) the target's token.
 // `work_inside_verify`: the verifier client runs the draft-ahead inside its call on the loop
 // thread (as over a step socket) instead of the router's side thread running it beside the call.
@@ -38,13 +48,9 @@ PipelineRun RunPipelined(double accuracy, int n_requests, int32_t max_tokens, bo
   // No cross-check of the drafter against the fake verifier's state: with the pipeline the
   // drafter is called while the verifier runs, and holds hypothetical tokens by design.
   if (alternatives >= 0) {
-    LatencyModel model;
-    model.set_target({0.0, 0.0, 0.01});
-    model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0, 0.0005}, 0});
-    model.set_rpc_seconds(0.0001);
     h.core = std::make_unique<RouterCore>(options, &h.verifier, DrafterPools{{"pool0", h.drafters[0].get()}},
-                                          std::move(*MakePolicy("static:3", nlohmann::json::object())), model,
-                                          &h.clock);
+                                          std::move(*MakePolicy("static:3", nlohmann::json::object())),
+                                          DraftsFitTheVerifyModel(), &h.clock);
   } else {
     h.Build("static:3", options, nlohmann::json::object());
   }
@@ -158,11 +164,7 @@ TEST(PipelineTest, TheGuessIsDraftedOnlyWhereDraftingAheadPays) {
     options.pipeline = true;
     Harness h("static:3", options);
     h.drafters[0] = std::make_unique<FakeDrafter>(accuracy, 11);
-    LatencyModel model;
-    model.set_target({0.0, 0.0, 0.01});  // the draft made ahead always fits in the verify call
-    model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0, 0.0005}, 0});
-    model.set_rpc_seconds(0.0001);
-    ASSERT_TRUE(BuildWithModel(h, "static:3", options, model));
+    ASSERT_TRUE(BuildWithModel(h, "static:3", options, DraftsFitTheVerifyModel()));
     auto id = h.Submit(Prompt(50, 9), 80);
     ASSERT_TRUE(id.ok());
     h.RunUntilIdle();
@@ -208,12 +210,8 @@ TEST(PipelineTest, AChainAsDeepAsTheDraftMadeAheadKeepsAGuess) {
   options.pipeline = true;
   Harness h("static:3", options);
   h.drafters[0] = std::make_unique<FakeDrafter>(1.0, 11);
-  LatencyModel model;
-  model.set_target({0.0, 0.0, 0.01});  // the draft made ahead always fits in the verify call
-  model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0, 0.0005}, 0});
-  model.set_rpc_seconds(0.0001);
   h.core = std::make_unique<RouterCore>(options, &h.verifier, DrafterPools{{"pool0", h.drafters[0].get()}},
-                                        std::make_unique<AlternatingDepths>(), model, &h.clock);
+                                        std::make_unique<AlternatingDepths>(), DraftsFitTheVerifyModel(), &h.clock);
   ASSERT_TRUE(h.core->Init().ok());
   auto id = h.Submit(Prompt(50, 9), 80);
   ASSERT_TRUE(id.ok());
@@ -271,11 +269,7 @@ TEST(PipelineTest, SampledRequestsAreDraftedAheadOverOtherOutcomesToo) {
   options.draft_ahead_alternatives = 4;
   Harness h("static:3", options);
   h.drafters[0] = std::make_unique<FakeDrafter>(0.6, 11);
-  LatencyModel model;  // a draft made ahead always fits in the verify call
-  model.set_target({0.0, 0.0, 0.01});
-  model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0, 0.0005}, 0});
-  model.set_rpc_seconds(0.0001);
-  ASSERT_TRUE(BuildWithModel(h, "static:3", options, model));
+  ASSERT_TRUE(BuildWithModel(h, "static:3", options, DraftsFitTheVerifyModel()));
   GenerateRequest sampled;
   sampled.sampling.temperature = 0.9f;
   sampled.sampling.seed = 5;
@@ -316,11 +310,7 @@ SlowdownRun RunWithVerifySlowdown(double slowdown) {
   h.verifier.clock = &h.clock;
   h.verifier.beside_counter = &h.drafters[0]->calls;
   h.verifier.slowdown_beside_drafts = slowdown;
-  LatencyModel model;
-  model.set_target({0.0, 0.0, 0.01});
-  model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0, 0.0005}, 0});
-  model.set_rpc_seconds(0.0001);
-  EXPECT_TRUE(BuildWithModel(h, "static:3", options, model));
+  EXPECT_TRUE(BuildWithModel(h, "static:3", options, DraftsFitTheVerifyModel()));
   auto id = h.Submit(Prompt(60, 9), 400);
   EXPECT_TRUE(id.ok());
   h.RunUntilIdle();
