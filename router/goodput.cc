@@ -137,10 +137,12 @@ void GoodputModel::ComputePipelineExposure() {
       ahead_depths.assign(ahead_ctx.size(), d + 1);
       const double ahead = model_.DraftSeconds(pool_drafters_[p], ahead_ctx, ahead_depths, n * (d + 1));
       const double verify = model_.TargetSeconds(all_context, static_cast<double>(items_.size()) + n * d);
-      const double outlasting = std::max(0.0, ahead - verify);
+      // What of the draft made ahead outlasts the verify call, and what drafting beside the
+      // call adds to it (LatencyModel::verify_slowdown).
+      const double exposed_ahead = std::max(0.0, ahead - verify) + model_.verify_slowdown() * verify;
       // Otherwise the chain gets no guess and drafts as without the pipeline (exposure 1).
-      if ((1 - hit) * (serial + rpc) + outlasting < linear + rpc) {
-        e.draft = ((1 - hit) * serial + outlasting) / linear;
+      if ((1 - hit) * (serial + rpc) + exposed_ahead < linear + rpc) {
+        e.draft = ((1 - hit) * serial + exposed_ahead) / linear;
         e.rpc = 1 - hit;
       }
     }

@@ -89,6 +89,8 @@ class GoodputModel {
   // outcomes its draft made ahead covers catches the miss, averaged over the pool's requests;
   // T_ahead counts those outcomes' chains):
   //   exposed = (1 - h) * (T_draft(D + 1) + rpc) + max(0, T_ahead(D + 1) - T_verify(D))
+  //             + slowdown * T_verify(D)
+  // (slowdown: what drafting beside a verify call adds to it, LatencyModel::verify_slowdown)
   // or, where that is not below the serial T_draft(D) + rpc, the serial figures: the chain
   // then gets no guess and nothing is drafted ahead (the same test as
   // RouterCore::DraftGuessPays). At D = max_k there is no guess, so no draft ahead.

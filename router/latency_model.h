@@ -20,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "router/batch_residual.h"
 #include "router/draft_correction.h"
+#include "router/verify_slowdown.h"
 
 namespace splitspec::router {
 
@@ -142,6 +143,16 @@ class LatencyModel {
   // the analytical policy scales its draft cost by it.
   void ObserveDraftExposure(double exposed_share);
   double draft_exposure() const { return draft_exposure_; }
+  // How much longer a verify call takes while drafts are made ahead beside it
+  // (router/verify_slowdown.h): each verify call of the pipeline, beside drafts or not, against
+  // FileTargetSeconds for its shape. verify_slowdown() is the share it prices (0 below
+  // VerifySlowdown::kPricedFrom or while unknown): RouterCore weighs a step's drafts made ahead
+  // against it, and goodput adds it to a pipelined step's exposed draft time.
+  void ObserveVerify(bool beside_drafts, double n_context, double n_batched, double observed_seconds) {
+    verify_slowdown_.Observe(beside_drafts, observed_seconds, FileTargetSeconds(n_context, n_batched));
+  }
+  double verify_slowdown() const { return verify_slowdown_.Priced(); }
+  const VerifySlowdown& verify_slowdown_estimate() const { return verify_slowdown_; }
   // Drafts made ahead that also cover other outcomes (RouterOptions::draft_ahead_alternatives):
   // how many each covers, and how often one of them holds where the hypothesis failed: an EMA
   // of observed misses from kAlternativeRescuePrior (kSampledAlternativeRescuePrior), one for
@@ -210,6 +221,7 @@ class LatencyModel {
   BatchResidual batch_shape_;                // batch_factors_, interpolated
   bool pipeline_ = false;
   double draft_exposure_ = 1.0;
+  VerifySlowdown verify_slowdown_;
   int32_t draft_ahead_alternatives_ = 0;
   double alternative_rescue_[2] = {kAlternativeRescuePrior, kSampledAlternativeRescuePrior};  // greedy, sampled
   std::map<std::string, DraftCorrection> draft_corrections_;

@@ -528,7 +528,9 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   }
   snapshot_.latency_refit["draft_scales"] = scales;
   snapshot_.latency_refit["draft_call_seconds"] = call_seconds;
-  if (options_.pipeline) snapshot_.latency_refit["draft_ahead_verify_slowdown"] = verify_slowdown_.Describe();
+  if (options_.pipeline) {
+    snapshot_.latency_refit["draft_ahead_verify_slowdown"] = latency_.verify_slowdown_estimate().Describe();
+  }
 }
 
 ServerInfo RouterCore::Snapshot() const {

@@ -66,7 +66,6 @@
 #include "router/side_thread.h"
 #include "router/request_types.h"
 #include "router/verifier_replicas.h"
-#include "router/verify_slowdown.h"
 #include "router/worker_clients.h"
 
 namespace splitspec::router {
@@ -217,7 +216,7 @@ struct RouterOptions {
   // next step uses whichever held (spec::ProposeItem::alternatives). 0: the hypothesis alone.
   int32_t draft_ahead_alternatives = 0;
   // With the pipeline, how often a step goes against what the learnt verify slowdown says
-  // (router/verify_slowdown.h), so that both kinds of verify call stay observed: one step in
+  // (LatencyModel::verify_slowdown), so that both kinds of verify call stay observed: one step in
   // this many skips drafting ahead where it pays, or drafts ahead where the slowdown says it
   // does not; in the second case rarer still, so that the probes cost at most about 1% of the
   // verify time they slow (kMaxSlowdownProbeShare). 0: never (the slowdown is learnt from
@@ -446,8 +445,7 @@ class RouterCore {
   TreeAcceptance tree_acceptance_;
   ShapeCalibration calibration_;
   OnlineForwardFit target_fit_;  // the target's latency coefficients, refitted online
-  // Pipeline: verify calls with drafts made ahead beside them against those without.
-  VerifySlowdown verify_slowdown_;
+  // Pipeline: steps since the last probe of the verify slowdown (LatencyModel::verify_slowdown).
   int64_t steps_since_slowdown_probe_ = 0;
   bool drafting_ahead_paid_ = true;  // what the last step without a probe decided
   SideThread side_thread_;  // runs the draft-ahead and deferred events beside the verify call

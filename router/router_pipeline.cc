@@ -19,11 +19,11 @@
 // the part of the draft-ahead the verify call would not hide (PlanDraftAhead; the step waits
 // for it, landed or not). The drafter's extra work runs on its own process, but where it
 // competes with the verifier (one GPU for both, a memory bus) the verify call beside it is
-// slower: VerifySlowdown learns by how much, and a step drafts ahead only where what its
-// drafts save outweighs that too (DraftAheadOutweighsSlowdown; DraftGuessPays counts each
-// request's share). One step in RouterOptions::slowdown_probe_steps goes the other way, so
-// that verify calls with and without drafts beside them both stay observed. Goodput prices a
-// pipelined step's drafting the same way (GoodputModel::Exposure), without the slowdown.
+// slower: the latency model learns by how much (LatencyModel::verify_slowdown), and a step
+// drafts ahead only where what its drafts save outweighs that too (DraftAheadOutweighsSlowdown;
+// DraftGuessPays counts each request's share). One step in RouterOptions::slowdown_probe_steps
+// goes the other way, so that verify calls with and without drafts beside them both stay
+// observed. Goodput prices a pipelined step's drafting the same way (GoodputModel::Exposure).
 // With RouterOptions::draft_ahead_alternatives a request's call also drafts after the
 // drafter's likeliest other outcomes of the step (a prefix of chain + guess, then the drafter's
 // best other token there: for a sampled request, the likeliest token of the distribution it
@@ -142,7 +142,7 @@ bool RouterCore::ProbesSlowdown() {
   // Where drafting ahead does not pay, a probe costs the slowdown itself: rarer, so that the
   // probes add at most kMaxSlowdownProbeShare of the verify time.
   double steps = every;
-  if (!drafting_ahead_paid_) steps = std::max(steps, std::ceil(verify_slowdown_.Priced() / kMaxSlowdownProbeShare));
+  if (!drafting_ahead_paid_) steps = std::max(steps, std::ceil(latency_.verify_slowdown() / kMaxSlowdownProbeShare));
   if (++steps_since_slowdown_probe_ < static_cast<int64_t>(steps)) return false;
   steps_since_slowdown_probe_ = 0;
   return true;
@@ -150,13 +150,13 @@ bool RouterCore::ProbesSlowdown() {
 
 double RouterCore::SlowdownShareSeconds(const StepPlan& plan, double verify_seconds) const {
   if (plan.slowdown_probe || plan.batch.empty()) return 0.0;
-  return verify_slowdown_.Priced() * verify_seconds / static_cast<double>(plan.batch.size());
+  return latency_.verify_slowdown() * verify_seconds / static_cast<double>(plan.batch.size());
 }
 
 bool RouterCore::DraftAheadOutweighsSlowdown(const StepPlan& plan, double saving_seconds, double verify_seconds) {
   // The whole verify call slows while any request's draft is made beside it, so the step
   // weighs what all of them save.
-  const bool pays = saving_seconds >= verify_slowdown_.Priced() * verify_seconds;
+  const bool pays = saving_seconds >= latency_.verify_slowdown() * verify_seconds;
   if (plan.slowdown_probe) return !pays;
   drafting_ahead_paid_ = pays;
   return pays;

@@ -490,8 +490,7 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
     if (!call.response.ok()) continue;
     any_verified = true;
     if (options_.pipeline) {
-      verify_slowdown_.Observe(plan.drafted_ahead, call.response->compute_seconds,
-                               latency_.FileTargetSeconds(call.context_tokens, call.fed_tokens));
+      latency_.ObserveVerify(plan.drafted_ahead, call.context_tokens, call.fed_tokens, call.response->compute_seconds);
     }
     latency_.ObserveTarget(call.context_tokens, call.fed_tokens, call.response->compute_seconds);
     target_fit_.SetPrior(latency_.ScaledFileTarget());

@@ -204,6 +204,43 @@ TEST(GoodputTest, PipelineChargesWhatOutlastsTheVerifyAndWhatMisses) {
   EXPECT_GT(worse.StepSeconds({k}), g.StepSeconds({k}));
 }
 
+// Where drafts made ahead slow the verify call beside them (LatencyModel::verify_slowdown),
+// a draft ahead that fits the verify call is no longer free: what it adds to the call is
+// exposed, and where that outweighs the Propose a hit saves the step is priced serial.
+TEST(GoodputTest, PipelinePricesWhatDraftingAheadAddsToTheVerifyCall) {
+  const std::vector<GoodputItem> items = {{100, 1.0, "draft", true}};
+  auto with_slowdown = [](double slowdown) {
+    LatencyModel m = TwoPoolModel();  // drafting ~2 ms a level against a 10 ms verify
+    m.set_pipeline(true);
+    // Runs of verify calls beside drafts, each followed by one alone, as the router's probes
+    // make them.
+    for (int run = 0; run < 8; ++run) {
+      for (int i = 0; i < 8; ++i) m.ObserveVerify(true, 100, 3, slowdown * m.FileTargetSeconds(100, 3));
+      m.ObserveVerify(false, 100, 3, m.FileTargetSeconds(100, 3));
+    }
+    return m;
+  };
+  const LatencyModel slight = with_slowdown(1.1);  // under VerifySlowdown::kPricedFrom
+  EXPECT_EQ(slight.verify_slowdown(), 0.0);
+  EXPECT_DOUBLE_EQ(GoodputModel(slight, items, 4).Exposure(0, 2).draft, 0.0);
+  const LatencyModel half = with_slowdown(1.5);
+  EXPECT_NEAR(half.verify_slowdown(), 0.5, 1e-9);
+  const GoodputModel g(half, items, 4);
+  const LatencyModel::ResolvedDrafter d = half.Resolve("draft");
+  const double chain = half.DraftSeconds(d, std::vector<int32_t>{100}, std::vector<int32_t>{2});
+  const double verify = half.TargetSeconds(100, 3);
+  // Half the verify call (~5 ms) is more than the 2-level chain's Propose (~4 ms): serial.
+  ASSERT_GT(0.5 * verify, chain + half.RpcSeconds());
+  EXPECT_DOUBLE_EQ(g.Exposure(0, 2).draft, 1.0);
+  EXPECT_DOUBLE_EQ(g.Exposure(0, 2).rpc, 1.0);
+  // A deeper chain saves more than the slowdown costs: drafted ahead, the slowdown exposed.
+  const double chain4 = half.DraftSeconds(d, std::vector<int32_t>{100}, std::vector<int32_t>{3});
+  const double verify4 = half.TargetSeconds(100, 4);
+  ASSERT_LT(0.5 * verify4, chain4 + half.RpcSeconds());
+  EXPECT_NEAR(g.Exposure(0, 3).draft, 0.5 * verify4 / chain4, 1e-9);
+  EXPECT_DOUBLE_EQ(g.Exposure(0, 3).rpc, 0.0);
+}
+
 // Where a miss, the extra level and the overrun cost more than the Propose a draft made ahead
 // saves, the router drafts the chain without a guess and nothing ahead
 // (RouterCore::DraftGuessPays), so goodput prices the step exactly as without the pipeline.
