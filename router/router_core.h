@@ -109,6 +109,7 @@ struct StepStats {
   // For metrics (filled only when RouterOptions::step_observer is set):
   double rpc_overhead_seconds = 0;  // RPC wall time beyond the workers' reported compute
   double estimated_goodput = 0;     // tokens/s the latency model and estimates predicted for k
+  double verify_slowdown = 0;       // pipeline: LatencyModel::verify_slowdown_estimate().Extra()
   std::vector<RequestOutcome> requests;  // per verified request: pool, proposed, accepted
   double MeanK() const;
 };

@@ -527,6 +527,7 @@ void RouterCore::ObserveStep(const StepPlan& plan, const std::vector<ReplicaCall
   policy_->Observe(outcome);
   if (options_.step_observer) {
     stats->rpc_overhead_seconds = plan.rpc_excess;
+    if (options_.pipeline) stats->verify_slowdown = latency_.verify_slowdown_estimate().Extra();
     stats->requests = std::move(outcome.requests);
   }
   step_observed_ = true;  // reported at the end of the run, or beside the next verify call

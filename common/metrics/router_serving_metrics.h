@@ -65,6 +65,9 @@ struct StepPipelineOutcome {
   int dropped = 0;
   double draft_seconds = 0;
   double hidden_draft_seconds = 0;
+  // How much longer a verify call takes beside drafts made ahead, as last learnt (0.5: half as
+  // long again; router/verify_slowdown.h).
+  double verify_slowdown = 0;
 };
 
 // Tokens one request received in one step. Speculation delivers tokens in bursts, so the
@@ -118,6 +121,7 @@ class RouterServingMetrics {
   prometheus::Counter* ahead_dropped_ = nullptr;
   prometheus::Counter* draft_seconds_ = nullptr;
   prometheus::Counter* hidden_draft_seconds_ = nullptr;
+  prometheus::Gauge* verify_slowdown_ = nullptr;
 };
 
 }  // namespace splitspec::metrics

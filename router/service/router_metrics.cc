@@ -111,6 +111,7 @@ void RouterMetrics::OnStep(const StepStats& stats) {
   pipeline.hypothesis_held = stats.draft_ahead_hypothesis_held;
   pipeline.draft_seconds = stats.draft_seconds + stats.draft_ahead_seconds;
   pipeline.hidden_draft_seconds = stats.hidden_draft_seconds;
+  pipeline.verify_slowdown = stats.verify_slowdown;
   serving_->RecordPipeline(pipeline);
   UpdateLoad();
 }

@@ -61,10 +61,12 @@ TEST(RouterServingMetricsTest, PipelineOutcomesAccumulateAndOverheadsFallInFineB
   first.dropped = 1;
   first.draft_seconds = 0.004;
   first.hidden_draft_seconds = 0.003;
+  first.verify_slowdown = 0.4;
   StepPipelineOutcome second;
   second.overhead_seconds = 0.00014;
   second.alternative_held = 3;
   second.draft_seconds = 0.001;
+  second.verify_slowdown = 0.5;
   (*serving)->RecordPipeline(first);
   (*serving)->RecordPipeline(second);
 
@@ -75,6 +77,7 @@ TEST(RouterServingMetricsTest, PipelineOutcomesAccumulateAndOverheadsFallInFineB
   EXPECT_EQ(e.Value(ahead, {{"outcome", "dropped"}}), 1.0);
   EXPECT_DOUBLE_EQ(*e.Value("splitspec_draft_compute_seconds_total"), 0.005);
   EXPECT_DOUBLE_EQ(*e.Value("splitspec_draft_hidden_seconds_total"), 0.003);
+  EXPECT_DOUBLE_EQ(*e.Value("splitspec_draft_ahead_verify_slowdown"), 0.5);  // the last step's
   const std::string overhead = "splitspec_step_overhead_seconds";
   EXPECT_EQ(e.Value(overhead + "_count"), 2.0);
   EXPECT_EQ(Bucket(e, overhead, {}, 0.000075), 0.0);

@@ -301,6 +301,8 @@ SlowdownRun RunWithVerifySlowdown(double slowdown) {
   RouterOptions options;
   options.pipeline = true;
   options.slowdown_probe_steps = 8;
+  double observed_slowdown = -1;  // what the last step's report carried
+  options.step_observer = [&observed_slowdown](const StepStats& stats) { observed_slowdown = stats.verify_slowdown; };
   Harness h("static:3", options);
   h.drafters[0] = std::make_unique<FakeDrafter>(0.8, 11);
   h.drafters[0]->seconds_per_level = 0.0005;
@@ -324,6 +326,7 @@ SlowdownRun RunWithVerifySlowdown(double slowdown) {
   for (size_t i = half; i < beside.size(); ++i) run.late_share_beside += beside[i] ? 1.0 : 0.0;
   run.late_share_beside /= static_cast<double>(beside.size() - half);
   run.extra = h.core->Snapshot().latency_refit["draft_ahead_verify_slowdown"]["extra"].get<double>();
+  EXPECT_EQ(observed_slowdown, run.extra);
   return run;
 }
 
