@@ -13,10 +13,11 @@
 // which nothing observed moves: the online refit would follow whichever kind of call most steps
 // make), as a log ratio. The machine's own speed wanders over minutes, so a mean over the
 // rarer kind's calls, taken hundreds of steps apart, would compare against other minutes. A
-// call is compared only with the calls of the other kind right before it: where it follows a run of at least kFreshRun of them, the difference between
-// its log ratio and their recent mean (decayed by kBaselineForget a call) is one observation of
-// the slowdown's log, and the slowdown is exp(their decayed mean) - 1, a memory of about
-// 1 / (1 - kForget) such calls. RouterCore's probes (RouterOptions::slowdown_probe_steps) make
+// call is compared only with the calls of the other kind right before it: where it follows a
+// run of at least kFreshRun of them, the difference between its log ratio and their recent
+// mean (decayed by kBaselineForget a call) is one observation of the slowdown's log, and the
+// slowdown is exp(the observations' decayed mean) - 1, a memory of about 1 / (1 - kForget)
+// observations. RouterCore's probes (RouterOptions::slowdown_probe_steps) make
 // them: one step in so many goes against the run. Once kOutlierAfterWeight is seen, one
 // observation counts at most kOutlierRatio from the mean either way, so a call that also waited
 // for something else moves the estimate by a few per cent. Until kMinWeight the slowdown is
