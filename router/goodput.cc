@@ -128,7 +128,7 @@ void GoodputModel::ComputePipelineExposure() {
       ahead_ctx.clear();
       double hit = 0;
       for (size_t j = 0; j < ctx.size(); ++j) {
-        const int32_t alternatives = std::min(model_.draft_ahead_alternatives(), d + 1);
+        const int32_t alternatives = std::min(model_.draft_ahead_alternatives(greedy[j]), d + 1);
         ahead_ctx.insert(ahead_ctx.end(), static_cast<size_t>(1 + alternatives), ctx[j] + d + 1);
         const double hypothesis = std::pow(acceptance[j], d + 1);
         hit += model_.DraftAheadLands(hypothesis, greedy[j]);  // the hypothesis alone without alternatives

@@ -23,9 +23,9 @@ struct GoodputItem {
   // ChargedCatchUpTokens.
   int32_t draft_catch_up = 0;
   int32_t remaining_tokens = 0;
-  // Its sampling: a draft made ahead that covers other outcomes
-  // (LatencyModel::draft_ahead_alternatives) catches a greedy and a sampled target's token at
-  // rates learnt apart (LatencyModel::DraftAheadLands).
+  // Its sampling: a draft made ahead covers as many other outcomes as
+  // LatencyModel::draft_ahead_alternatives allows for it, and they catch a greedy and a sampled
+  // target's token at rates learnt apart (LatencyModel::DraftAheadLands).
   bool greedy = true;
 };
 

@@ -367,9 +367,10 @@ std::string LatencyModel::Summary() const {
       "%s | target alpha=%.3g gamma=%.3g delta=%.3g (x%.2f) rpc=%.3gs", description_,
       target_.alpha, target_.gamma, target_.delta, target_scale_, rpc_seconds_);
   if (draft_exposure_ < 1.0) absl::StrAppendFormat(&s, " | draft exposed %.2f", draft_exposure_);
-  if (draft_ahead_alternatives_ > 0) {
-    absl::StrAppendFormat(&s, " | %d alternatives ahead, rescue %.2f greedy %.2f sampled", draft_ahead_alternatives_,
-                          alternative_rescue_[0], alternative_rescue_[1]);
+  if (draft_ahead_alternatives_[0] > 0 || draft_ahead_alternatives_[1] > 0) {
+    absl::StrAppendFormat(&s, " | alternatives ahead %d greedy %d sampled, rescue %.2f greedy %.2f sampled",
+                          draft_ahead_alternatives_[0], draft_ahead_alternatives_[1], alternative_rescue_[0],
+                          alternative_rescue_[1]);
   }
   if (!batch_factors_.empty()) {
     absl::StrAppendFormat(&s, " | batch shape over %d sizes", batch_factors_.size());

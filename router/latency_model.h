@@ -41,11 +41,11 @@ struct DrafterCost {
 
 // Where the share of missed hypotheses an alternative catches starts (LatencyModel::
 // ObserveAlternativeOutcome), greedy and sampled requests each learning their own from there:
-// about what the router's default of two caught with the bundled pair on code (greedy
-// 0.34-0.35, four caught 0.51-0.52; sampled at temperature 0.8, 0.16; docs/benchmarks.md).
-// Starting at 0 would price alternatives as useless until one was seen to hold, and a request
-// whose hypothesis alone does not pay drafting ahead would never try them.
-inline constexpr double kAlternativeRescuePrior = 0.35;
+// about what the router binary's defaults catch with the bundled pair on code (greedy: four
+// alternatives 0.51-0.52, two 0.34-0.35; sampled at temperature 0.8: two, 0.16;
+// docs/benchmarks.md). Starting at 0 would price alternatives as useless until one was seen to
+// hold, and a request whose hypothesis alone does not pay drafting ahead would never try them.
+inline constexpr double kAlternativeRescuePrior = 0.5;
 inline constexpr double kSampledAlternativeRescuePrior = 0.15;
 
 class LatencyModel {
@@ -154,19 +154,25 @@ class LatencyModel {
   double verify_slowdown() const { return verify_slowdown_.Priced(); }
   const VerifySlowdown& verify_slowdown_estimate() const { return verify_slowdown_; }
   // Drafts made ahead that also cover other outcomes (RouterOptions::draft_ahead_alternatives):
-  // how many each covers, and how often one of them holds where the hypothesis failed: an EMA
-  // of observed misses from kAlternativeRescuePrior (kSampledAlternativeRescuePrior), one for
-  // greedy requests and one for sampled ones (a sampled target token is a draw, which the
-  // drafter's best other choice catches less often than a greedy target's). Each alternative is
-  // priced as one more chain in the draft made ahead.
-  void set_draft_ahead_alternatives(int32_t n) { draft_ahead_alternatives_ = n; }
-  int32_t draft_ahead_alternatives() const { return draft_ahead_alternatives_; }
+  // how many each covers, for greedy and for sampled requests, and how often one of them holds
+  // where the hypothesis failed: an EMA of observed misses from kAlternativeRescuePrior
+  // (kSampledAlternativeRescuePrior), one for greedy requests and one for sampled ones (a
+  // sampled target token is a draw, which the drafter's best other choice catches less often
+  // than a greedy target's). Each alternative is priced as one more chain in the draft made
+  // ahead.
+  void set_draft_ahead_alternatives(int32_t greedy, int32_t sampled) {
+    draft_ahead_alternatives_[0] = greedy;
+    draft_ahead_alternatives_[1] = sampled;
+  }
+  void set_draft_ahead_alternatives(int32_t n) { set_draft_ahead_alternatives(n, n); }
+  int32_t draft_ahead_alternatives(bool greedy) const { return draft_ahead_alternatives_[greedy ? 0 : 1]; }
   void ObserveAlternativeOutcome(bool held, bool greedy);
   double alternative_rescue(bool greedy) const { return alternative_rescue_[greedy ? 0 : 1]; }
   // The chance that a greedy (or sampled) request's draft made ahead is used, when its
   // hypothesis holds with chance `hypothesis` (that chance itself without alternatives).
   double DraftAheadLands(double hypothesis, bool greedy) const {
-    return draft_ahead_alternatives_ > 0 ? hypothesis + (1 - hypothesis) * alternative_rescue(greedy) : hypothesis;
+    return draft_ahead_alternatives(greedy) > 0 ? hypothesis + (1 - hypothesis) * alternative_rescue(greedy)
+                                                : hypothesis;
   }
   const std::optional<ForwardCoefficients>& refit_target() const { return refit_target_; }
   // A pool's draft-time correction (router/draft_correction.h): predicted call time =
@@ -222,7 +228,7 @@ class LatencyModel {
   bool pipeline_ = false;
   double draft_exposure_ = 1.0;
   VerifySlowdown verify_slowdown_;
-  int32_t draft_ahead_alternatives_ = 0;
+  int32_t draft_ahead_alternatives_[2] = {0, 0};  // greedy, sampled
   double alternative_rescue_[2] = {kAlternativeRescuePrior, kSampledAlternativeRescuePrior};  // greedy, sampled
   std::map<std::string, DraftCorrection> draft_corrections_;
   nlohmann::json fit_info_;  // carried through load/save untouched

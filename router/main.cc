@@ -94,9 +94,11 @@ constexpr char kUsage[] =
     "  --max-k K                    largest draft a policy may choose: chain length or tree nodes (8)\n"
     "  --pipeline on|off            draft the next step's chains while this step verifies, where that\n"
     "                               is expected to pay (on)\n"
-    "  --draft-ahead-alternatives N with the pipeline, also draft requests' next step after up to N\n"
-    "                               other outcomes of the step being verified (the drafter's best\n"
-    "                               other token where the chain might stop), 0..8 (2)\n"
+    "  --draft-ahead-alternatives N with the pipeline, also draft greedy requests' next step after\n"
+    "                               up to N other outcomes of the step being verified (the\n"
+    "                               drafter's best other token where the chain might stop), 0..8 (4)\n"
+    "  --draft-ahead-sampled-alternatives N\n"
+    "                               the same for sampled requests, 0..8 (2)\n"
     "  --step-sockets on|off        Verify and Propose to a worker addressed as unix://PATH over its\n"
     "                               step socket PATH.step (no thread hand-offs; gRPC while absent;\n"
     "                               not with --worker-tls-*) (on)\n"
@@ -200,13 +202,17 @@ int Run(const rpc::Flags& flags) {
   const std::string chat_template_path = flags.GetString("chat-template");
   // Each thread is started when the HTTP server starts: a typo of 10^6 threads must not be a crash.
   auto http_threads = flags.GetIntInRange("http-threads", 64, 1, kMaxHttpThreads);
-  // Two measured best on the bundled pair at one client (docs/benchmarks.md, "Drafts made ahead
-  // over several outcomes"), and no slower at four and sixteen.
-  auto alternatives = flags.GetIntInRange("draft-ahead-alternatives", 2, 0, kMaxDraftAheadAlternatives);
+  // Greedy: four, one for every position of a static:3 hypothesis, measured faster than two on
+  // the bundled pair at one client and no slower at four (docs/benchmarks.md, "Four
+  // alternatives for greedy requests"). Sampled: two, as fast as four, with a lower step
+  // overhead p99 (each sampled alternative carries its draft distributions).
+  auto alternatives = flags.GetIntInRange("draft-ahead-alternatives", 4, 0, kMaxDraftAheadAlternatives);
+  auto sampled_alternatives =
+      flags.GetIntInRange("draft-ahead-sampled-alternatives", 2, 0, kMaxDraftAheadAlternatives);
   for (const absl::Status& s : {port.status(), max_queue.status(), max_running.status(), max_k.status(),
-                                alternatives.status(), default_max_tokens.status(), worker_timeout.status(), wait.status(),
-                                drain.status(), failover_wait.status(), deadline_factor.status(),
-                                deadline_floor.status(), probe_interval.status(), resolve_interval.status(),
+                                alternatives.status(), sampled_alternatives.status(), default_max_tokens.status(),
+                                worker_timeout.status(), wait.status(), drain.status(), failover_wait.status(),
+                                deadline_factor.status(), deadline_floor.status(), probe_interval.status(), resolve_interval.status(),
                                 metrics_port.status(), http_port.status(), http_threads.status(),
                                 flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
@@ -368,6 +374,7 @@ int Run(const rpc::Flags& flags) {
   }
   options.pipeline = pipeline == "on";
   options.draft_ahead_alternatives = static_cast<int32_t>(*alternatives);
+  options.draft_ahead_sampled_alternatives = static_cast<int32_t>(*sampled_alternatives);
   options.slowdown_probe_steps = router::kDefaultSlowdownProbeSteps;
   if (latency_residual != "on" && latency_residual != "off") {
     return Fail(absl::InvalidArgumentError(

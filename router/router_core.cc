@@ -50,7 +50,12 @@ RouterCore::RouterCore(RouterOptions options, std::vector<VerifierClient*> verif
   next_id_ = (static_cast<RequestId>(instance_id_) << kSequenceBits) | 1;
   latency_.set_batch_residual(options_.latency_residual);
   latency_.set_pipeline(options_.pipeline);
-  latency_.set_draft_ahead_alternatives(options_.pipeline ? std::max(0, options_.draft_ahead_alternatives) : 0);
+  if (options_.pipeline) {
+    const int32_t greedy = std::max(0, options_.draft_ahead_alternatives);
+    const int32_t sampled = options_.draft_ahead_sampled_alternatives < 0 ? greedy
+                                                                          : options_.draft_ahead_sampled_alternatives;
+    latency_.set_draft_ahead_alternatives(greedy, sampled);
+  }
 }
 
 RouterCore::~RouterCore() = default;

@@ -216,6 +216,10 @@ struct RouterOptions {
   // token after it), each the drafter's best other choice where the hypothesis might fail; the
   // next step uses whichever held (spec::ProposeItem::alternatives). 0: the hypothesis alone.
   int32_t draft_ahead_alternatives = 0;
+  // The same for sampled requests (-1: draft_ahead_alternatives). The drafter's best other
+  // choice catches a sampled target's draw less often than a greedy target's token, and each
+  // alternative of a sampled request carries its draft distributions.
+  int32_t draft_ahead_sampled_alternatives = -1;
   // With the pipeline, how often a step goes against what the learnt verify slowdown says
   // (LatencyModel::verify_slowdown), so that both kinds of verify call stay observed: one step in
   // this many skips drafting ahead where it pays, or drafts ahead where the slowdown says it
@@ -382,16 +386,17 @@ class RouterCore {
   // The chance that request r's chain of k and the guess after it all land: its acceptance
   // estimate to the power k + 1.
   double ChainAndGuessLand(const Active& r, int32_t k) const;
-  // How many other outcomes a draft made ahead covers, its hypothesis `assumed` tokens long
-  // (RouterOptions::draft_ahead_alternatives).
-  int32_t AlternativesAhead(int32_t assumed) const;
+  // How many other outcomes r's draft made ahead covers, its hypothesis `assumed` tokens long
+  // (RouterOptions::draft_ahead_alternatives, or draft_ahead_sampled_alternatives; at most one
+  // a position).
+  int32_t AlternativesAhead(const Active& r, int32_t assumed) const;
   // The chance that r's draft made ahead after a chain of k is used: the hypothesis, or one of
   // the alternatives where it fails (LatencyModel::DraftAheadLands).
   double DraftAheadLands(const Active& r, int32_t k) const;
-  // What a draft made ahead on `pool` is predicted to cost the drafter: a chain of `depth`
+  // What r's draft made ahead is predicted to cost its pool's drafter: a chain of `depth`
   // after `context` tokens, and as many more as its alternatives (its hypothesis `assumed`
-  // tokens long).
-  double AheadDraftSeconds(const std::string& pool, int32_t context, int32_t depth, int32_t assumed) const;
+  // tokens long; 0: the chain alone, as a serial Propose drafts it).
+  double AheadDraftSeconds(const Active& r, int32_t context, int32_t depth, int32_t assumed) const;
   struct AheadCall;
   std::vector<AheadCall> PlanDraftAhead(const StepPlan& plan);
   // The calls of a draft-ahead (or a prefill's drafts), one per pool, each with its timeout.

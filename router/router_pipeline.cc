@@ -100,8 +100,8 @@ double RouterCore::ChainAndGuessLand(const Active& r, int32_t k) const {
   return std::pow(std::clamp(tracker_.Request(r.id, r.pool), 0.0, 1.0), k + 1);
 }
 
-int32_t RouterCore::AlternativesAhead(int32_t assumed) const {
-  return std::min(latency_.draft_ahead_alternatives(), assumed);
+int32_t RouterCore::AlternativesAhead(const Active& r, int32_t assumed) const {
+  return std::min(latency_.draft_ahead_alternatives(r.request.sampling.greedy()), assumed);
 }
 
 double RouterCore::DraftAheadLands(const Active& r, int32_t k) const {
@@ -109,11 +109,10 @@ double RouterCore::DraftAheadLands(const Active& r, int32_t k) const {
   return latency_.DraftAheadLands(ChainAndGuessLand(r, k), r.request.sampling.greedy());
 }
 
-double RouterCore::AheadDraftSeconds(const std::string& pool, int32_t context, int32_t depth,
-                                     int32_t assumed) const {
+double RouterCore::AheadDraftSeconds(const Active& r, int32_t context, int32_t depth, int32_t assumed) const {
   // Each other outcome drafted for is one more chain of the same depth in the call's forwards.
-  const size_t chains = 1 + static_cast<size_t>(AlternativesAhead(assumed));
-  return latency_.DraftSeconds(pool, std::vector<int32_t>(chains, context), std::vector<int32_t>(chains, depth));
+  const size_t chains = 1 + static_cast<size_t>(AlternativesAhead(r, assumed));
+  return latency_.DraftSeconds(r.pool, std::vector<int32_t>(chains, context), std::vector<int32_t>(chains, depth));
 }
 
 bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, double verify_seconds,
@@ -131,7 +130,7 @@ bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, doubl
   const std::vector<int32_t> ctx = {context}, levels = {k}, deeper_levels = {k + 1};
   const double chain = latency_.DraftSeconds(drafter, ctx, levels);
   const double deeper = latency_.DraftSeconds(drafter, ctx, deeper_levels);
-  const double ahead = AheadDraftSeconds(r.pool, context + k + 1, k + 1, k + 1);
+  const double ahead = AheadDraftSeconds(r, context + k + 1, k + 1, k + 1);
   const double outlasting = std::max(0.0, ahead - verify_seconds);
   return (1 - hit) * (deeper + rpc) + outlasting + slowdown_seconds < chain + rpc;
 }
@@ -195,13 +194,15 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     // Worth it when the Propose it saves the next step (with the chance that it is used: chain
     // and guess all land, each token at the request's acceptance estimate, or an alternative
     // catches the miss) outweighs the part of it the verify call does not hide, which this step
-    // waits for whether it lands or not.
+    // waits for whether it lands or not. The Propose saved is one chain: the alternatives' own
+    // chains add to what is drafted ahead, not to what a hit saves.
     const double hit = DraftAheadLands(*r, k);
+    const int32_t ahead_context = static_cast<int32_t>(r->history.size() + assumed.size());
     const double draft_seconds =
-        AheadDraftSeconds(r->pool, static_cast<int32_t>(r->history.size() + assumed.size()), depth,
-                          static_cast<int32_t>(assumed.size()));
+        AheadDraftSeconds(*r, ahead_context, depth, static_cast<int32_t>(assumed.size()));
+    const double spared_seconds = AheadDraftSeconds(*r, ahead_context, depth, /*assumed=*/0);
     const double overrun = std::max(0.0, draft_seconds - verify_seconds);
-    const double saving = hit * (draft_seconds + latency_.RpcSeconds());
+    const double saving = hit * (spared_seconds + latency_.RpcSeconds());
     if (saving < overrun) continue;
     step_saving += saving - overrun;
     AheadCall& call = by_pool[r->pool];
@@ -213,7 +214,7 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     item.new_tokens.insert(item.new_tokens.end(), assumed.begin(), assumed.end());
     item.shape.depth = depth;
     item.sampling = r->request.sampling;
-    item.alternatives = AlternativesAhead(static_cast<int32_t>(assumed.size()));
+    item.alternatives = AlternativesAhead(*r, static_cast<int32_t>(assumed.size()));
     // With alternatives the hypothesis stays out of the drafter's committed history, so that
     // whichever outcome holds, the next call sends the committed tokens from before it.
     if (item.alternatives > 0) item.assumed_tokens = static_cast<int32_t>(assumed.size());

@@ -24,8 +24,9 @@
 # with "trees": false (chains only); P = configs/policies/P.json when it
 # exists; every policy drafts serially (--pipeline off) unless it ends in `+pipeline`
 # (static:3+pipeline: the same policy with --pipeline on, its drafts made ahead covering the
-# router's default of other outcomes; static:3+pipeline+alt4: --draft-ahead-alternatives 4,
-# +alt0 the hypothesis alone), a
+# router's defaults of other outcomes; static:3+pipeline+alt4: four for greedy and sampled
+# requests alike (--draft-ahead-alternatives 4 --draft-ahead-sampled-alternatives 4), +alt0 the
+# hypothesis alone), a
 # `+line` suffix (smartspec+line) with --latency-residual off (the refitted line alone), a
 # `+sleep` suffix (none+sleep) with --step-spin-us 0 (the router sleeps until each step socket
 # answer instead of polling around when it is due), a `+grpc` suffix (none+grpc; last of the
@@ -183,7 +184,7 @@ run_cell() {
     policy="${policy%+line}"
   fi
   if [[ "$policy" =~ ^(.*)\+alt([0-9]+)$ ]]; then
-    pipeline_flags+=(--draft-ahead-alternatives "${BASH_REMATCH[2]}")
+    pipeline_flags+=(--draft-ahead-alternatives "${BASH_REMATCH[2]}" --draft-ahead-sampled-alternatives "${BASH_REMATCH[2]}")
     policy="${BASH_REMATCH[1]}"
   fi
   if [[ "$policy" == *+pipeline ]]; then

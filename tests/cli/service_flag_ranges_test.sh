@@ -43,6 +43,7 @@ expect_router "--failover-wait-seconds -1" "--failover-wait-seconds must be at l
 expect_router "--probe-interval-seconds 0" "--probe-interval-seconds must be > 0"
 expect_router "--resolve-interval-seconds 0" "--resolve-interval-seconds must be > 0"
 expect_router "--draft-ahead-alternatives 9" "--draft-ahead-alternatives must be in [0, 8], got 9"
+expect_router "--draft-ahead-sampled-alternatives -1" "--draft-ahead-sampled-alternatives must be in [0, 8], got -1"
 expect_refused "$router" "--verifier 127.0.0.1:9 --metrics-port -1" "--port 70000" "--port must be in [0, 65535], got 70000"
 expect_router "--max-queue 4294967297" "--max-queue is out of range, got 4294967297"
 expect_router "--http-threads 1000000" "--http-threads must be in [1, 4096], got 1000000"

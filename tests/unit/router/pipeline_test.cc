@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "tests/unit/router/router_harness.h"
@@ -185,6 +186,46 @@ TEST(PipelineTest, TheGuessIsDraftedOnlyWhereDraftingAheadPays) {
   }
 }
 
+// A draft made ahead with alternatives drafts one more chain per alternative, but a hit spares
+// the next step only its own Propose: one chain. Under a model where one chain of 4 levels (1.6
+// ms) fits in the 5 ms verify call and five (8 ms) outlast it by 3 ms, a request whose drafts
+// all land keeps drafting ahead with the hypothesis alone, and with four alternatives stops
+// after the draft its prefill made ahead (a hit priced as all five chains would have each step
+// wait 3 ms to spare 1.6). A first request makes the policy's depth known, so that the second
+// one's prefill drafts its first decode step ahead (router_prefill_drafts.cc) whatever the
+// alternatives; the serial Proposes after it get no guess with four (DraftGuessPays).
+TEST(PipelineTest, AHitIsWorthTheProposeItSparesNotTheAlternativesDraftedBesideIt) {
+  LatencyModel model;
+  model.set_target({0.0, 0.0, 0.005});
+  model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0004, 0.0}, 0});
+  model.set_rpc_seconds(0.0001);
+  for (const int32_t alternatives : {0, 4}) {
+    SCOPED_TRACE(alternatives);
+    RouterOptions options;
+    options.pipeline = true;
+    options.draft_ahead_alternatives = alternatives;
+    Harness h("static:3", options);
+    h.drafters[0] = std::make_unique<FakeDrafter>(1.0, 11);
+    ASSERT_TRUE(BuildWithModel(h, "static:3", options, model));
+    ASSERT_TRUE(h.Submit(Prompt(40, 7), 24).ok());
+    h.RunUntilIdle();
+    const int beside_before = h.drafters[0]->beside_verify_calls;
+    const int64_t steps_before = h.core->Snapshot().steps;
+    auto id = h.Submit(Prompt(50, 9), 60);
+    ASSERT_TRUE(id.ok());
+    h.RunUntilIdle();
+    EXPECT_EQ(h.out[*id].tokens, ReferenceGeneration(Prompt(50, 9), 60));
+    const int beside = h.drafters[0]->beside_verify_calls - beside_before;
+    const int64_t steps = h.core->Snapshot().steps - steps_before;
+    ASSERT_GT(steps, 10);
+    if (alternatives == 0) {
+      EXPECT_GE(beside, steps - 2);  // every step but the last drafts the next one ahead
+    } else {
+      EXPECT_LE(beside, 1);  // the prefill's, at most
+    }
+  }
+}
+
 // A policy that deepens and shortens its chains by turns: 3, 2, 3, 2, ... (a goodput policy
 // between two depths of near-equal value does this every few steps).
 class AlternatingDepths : public SpeculationPolicy {
@@ -282,10 +323,54 @@ TEST(PipelineTest, SampledRequestsAreDraftedAheadOverOtherOutcomesToo) {
   EXPECT_GT(h.drafters[0]->alternatives_asked, 0);
   EXPECT_GT(info.draft_ahead_alternatives_held, 0);
   EXPECT_LE(info.draft_ahead_dropped, 1);  // every outcome covered: at most the last is dropped
-  EXPECT_NE(info.latency_model.find("rescue 0.35 greedy"), std::string::npos) << info.latency_model;
+  char greedy_prior[32];
+  std::snprintf(greedy_prior, sizeof greedy_prior, "rescue %.2f greedy", kAlternativeRescuePrior);
+  EXPECT_NE(info.latency_model.find(greedy_prior), std::string::npos) << info.latency_model;
   EXPECT_EQ(info.latency_model.find("0.15 sampled"), std::string::npos) << "nothing learnt for sampled requests";
   EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
   EXPECT_TRUE(h.verifier.protocol_errors.empty()) << h.verifier.protocol_errors[0];
+}
+
+// Sampled requests cover their own number of other outcomes
+// (RouterOptions::draft_ahead_sampled_alternatives), greedy ones theirs: with four for greedy
+// requests and one (or none) for sampled ones, a greedy request's drafts made ahead ask for four
+// alternatives each (its hypothesis is four tokens long), a sampled request's for one (or
+// none, drafting ahead all the same: its chains all land, so the hypothesis alone pays), and
+// both outputs are the target's.
+TEST(PipelineTest, SampledRequestsCoverTheirOwnNumberOfAlternatives) {
+  for (const int32_t sampled_alternatives : {0, 1}) {
+    for (const bool greedy : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "sampled alternatives " << sampled_alternatives << ", greedy " << greedy);
+      RouterOptions options;
+      options.pipeline = true;
+      options.draft_ahead_alternatives = 4;
+      options.draft_ahead_sampled_alternatives = sampled_alternatives;
+      Harness h("static:3", options);
+      h.drafters[0] = std::make_unique<FakeDrafter>(1.0, 11);
+      ASSERT_TRUE(BuildWithModel(h, "static:3", options, DraftsFitTheVerifyModel()));
+      GenerateRequest request;
+      if (!greedy) {
+        request.sampling.temperature = 0.9f;
+        request.sampling.seed = 5;
+      }
+      auto id = h.Submit(Prompt(50, 9), 40, request);
+      ASSERT_TRUE(id.ok());
+      h.RunUntilIdle();
+      EXPECT_EQ(h.out[*id].tokens, ReferenceGeneration(Prompt(50, 9), 40));
+      const int64_t asked = h.drafters[0]->alternatives_asked;
+      const int64_t ahead = h.drafters[0]->beside_verify_calls;  // one item each: one request
+      ASSERT_GT(ahead, 3);
+      if (greedy) {
+        EXPECT_GT(asked, 3 * ahead);  // four a draft made ahead, none for the prefill's
+        EXPECT_LE(asked, 4 * ahead);
+      } else if (sampled_alternatives == 0) {
+        EXPECT_EQ(asked, 0);
+      } else {
+        EXPECT_GT(asked, ahead / 2);
+        EXPECT_LE(asked, ahead);
+      }
+    }
+  }
 }
 
 // Where drafts made ahead slow the verify call beside them (one GPU for both workers: their
