@@ -57,6 +57,7 @@
 #include "nlohmann/json.hpp"
 #include "router/acceptance.h"
 #include "router/clock.h"
+#include "router/goodput.h"
 #include "router/latency_model.h"
 #include "router/mutex.h"
 #include "router/policy.h"
@@ -433,10 +434,20 @@ class RouterCore {
   void UpdateSnapshot(const StepStats* stats);
   // What a run of the loop reports: its decode step's stats to the step observer (when it
   // verified something) and the snapshot.
+  // What a decode step's decision expected, for the estimated-goodput metric: the requests that
+  // ran, as goodput items at the step's estimates, and their depths. Priced when the step is
+  // reported (Report): where reports are held back, beside the next verify call rather than on
+  // the way to the step's own calls.
+  struct GoodputEstimate {
+    std::vector<GoodputItem> items;
+    std::vector<int32_t> k;
+    int32_t max_k = 0;
+  };
   struct StepReport {
     StepStats stats;
     bool decoded = false;   // a decode step ran: the snapshot keeps its overhead
     bool observed = false;  // it verified something: the step observer hears of it
+    std::optional<GoodputEstimate> goodput;  // priced into stats.estimated_goodput
   };
   void Report(StepReport& report);
 
@@ -470,6 +481,7 @@ class RouterCore {
   // The last decode step's report, held back until the next verify call is in flight
   // (RouterOptions::defer_step_reports); ObserveStep sets step_observed_ for the running step.
   std::optional<StepReport> deferred_report_;
+  std::optional<GoodputEstimate> step_goodput_;  // this run's decode step's, for its report
   bool step_observed_ = false;
   int64_t draft_ahead_used_ = 0;
   int64_t draft_ahead_dropped_ = 0;

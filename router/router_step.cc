@@ -184,14 +184,18 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
     }
   }
   if (options_.step_observer) {
-    // What the model expects of this decision, for the estimated-vs-observed goodput metric.
-    std::vector<GoodputItem> items;
+    // What the model expects of this decision, for the estimated-vs-observed goodput metric:
+    // priced when the step is reported (RouterCore::Report), off the way to its calls.
+    GoodputEstimate estimate;
+    estimate.items.reserve(run.size());
     for (size_t i : run) {
       const PolicyRequest& p = input.requests[i];
-      items.push_back(GoodputItem{p.context_tokens, p.acceptance, p.pool, p.speculative, p.draft_catch_up,
-                                  p.remaining_tokens, p.greedy});
+      estimate.items.push_back(GoodputItem{p.context_tokens, p.acceptance, p.pool, p.speculative, p.draft_catch_up,
+                                           p.remaining_tokens, p.greedy});
     }
-    stats->estimated_goodput = GoodputModel(latency_, std::move(items), plan->max_k).Goodput(plan->k);
+    estimate.k = plan->k;
+    estimate.max_k = plan->max_k;
+    step_goodput_ = std::move(estimate);
   }
   plan->drafts.resize(plan->batch.size());
 }

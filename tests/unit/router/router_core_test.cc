@@ -508,6 +508,10 @@ TEST(RouterCoreTest, StepReportsHeldBackComeInsideTheNextVerifyCallInOrder) {
     EXPECT_EQ(h.k, a.k) << "report " << i;
     EXPECT_EQ(h.accepted_tokens, a.accepted_tokens) << "report " << i;
     EXPECT_EQ(h.emitted_tokens, a.emitted_tokens) << "report " << i;
+    // What the step's decision expected, priced when it is reported, from the estimates it
+    // decided with (the fakes report no timings, so the latency model does not move).
+    EXPECT_GT(a.estimated_goodput, 0.0) << "report " << i;
+    EXPECT_DOUBLE_EQ(h.estimated_goodput, a.estimated_goodput) << "report " << i;
     EXPECT_FALSE(at_once_reports[i].inside_a_call) << "report " << i;
     EXPECT_EQ(held_reports[i].inside_a_call, i + 1 < held_reports.size()) << "report " << i;
   }
