@@ -212,7 +212,8 @@ int Run(const rpc::Flags& flags) {
   for (const absl::Status& s : {port.status(), max_queue.status(), max_running.status(), max_k.status(),
                                 alternatives.status(), sampled_alternatives.status(), default_max_tokens.status(),
                                 worker_timeout.status(), wait.status(), drain.status(), failover_wait.status(),
-                                deadline_factor.status(), deadline_floor.status(), probe_interval.status(), resolve_interval.status(),
+                                deadline_factor.status(), deadline_floor.status(), probe_interval.status(),
+                                resolve_interval.status(),
                                 metrics_port.status(), http_port.status(), http_threads.status(),
                                 flags.CheckAllUsed()}) {
     if (!s.ok()) return Fail(s);
