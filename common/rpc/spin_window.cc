@@ -44,14 +44,27 @@ void AnswerSpin::Observe(absl::Duration round_trip) { ObserveWithMiss(round_trip
 
 SpinWindow RequestSpin::Window(absl::Time answered) const {
   if (margin_ <= absl::ZeroDuration()) return SpinWindow{};
-  if (gaps_.empty()) return SpinWindow{answered, answered + margin_};
-  // Polling from the answer until the request is due would cost a CPU for the whole gap (a
-  // drafter's between serial steps is a verify call): sleep until just before it.
-  const absl::Duration expected = gaps_.Get();
-  const absl::Duration half = WindowHalfWidth(margin_, misses_, expected);
-  return SpinWindow{std::max(answered, answered + expected - half), answered + expected + half};
+  if (long_gaps_.empty()) return SpinWindow{answered, answered + margin_};
+  // Polling from the answer until a long gap's request is due would cost a CPU for the whole
+  // gap (a drafter's between serial steps is a verify call): sleep until just before it.
+  const absl::Duration expected = long_gaps_.Get();
+  const absl::Duration half = WindowHalfWidth(margin_, long_misses_, expected);
+  const absl::Time later_from = std::max(answered, answered + expected - half);
+  const absl::Time later_until = answered + expected + half;
+  if (gaps_since_prompt_ >= kPromptGapMemory) return SpinWindow{later_from, later_until};
+  const absl::Time prompt_until = answered + margin_;
+  // The two stretches meet: one.
+  if (later_from <= prompt_until) return SpinWindow{answered, std::max(prompt_until, later_until)};
+  return SpinWindow{answered, prompt_until, later_from, later_until};
 }
 
-void RequestSpin::Observe(absl::Duration gap) { ObserveWithMiss(gap, &gaps_, &misses_); }
+void RequestSpin::Observe(absl::Duration gap) {
+  if (gap <= margin_) {
+    gaps_since_prompt_ = 0;
+    return;
+  }
+  gaps_since_prompt_ = std::min(gaps_since_prompt_ + 1, kPromptGapMemory);
+  ObserveWithMiss(gap, &long_gaps_, &long_misses_);
+}
 
 }  // namespace splitspec::rpc

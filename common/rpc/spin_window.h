@@ -71,7 +71,17 @@ class AnswerSpin {
   RecentMedian misses_;
 };
 
-// The worker's side: where the next request after an answer is expected.
+// The worker's side: where the next request after an answer is expected. Its gaps may come in
+// two kinds: the verifier's, with the pipeline, are the router's turnaround (tens of
+// microseconds) after a step whose draft made ahead held, and a serial Propose's round trip
+// (a millisecond or more) after one whose draft missed. One window around the median gap then
+// sits on one kind and lets the other find the worker asleep (half of the verifier's requests
+// on the 2-core VM of docs/benchmarks.md). So the gaps within the margin and the longer ones
+// are told apart: while a gap within the margin was among the last kPromptGapMemory, the worker
+// polls for the margin right after its answer; and it polls around the median of the recent
+// longer gaps, if any, as a second stretch.
+inline constexpr int kPromptGapMemory = 8;
+
 class RequestSpin {
  public:
   // `margin` zero: never spins.
@@ -85,8 +95,12 @@ class RequestSpin {
 
  private:
   const absl::Duration margin_;
-  RecentMedian gaps_;
-  RecentMedian misses_;
+  // Gaps longer than the margin, and how far each fell from the median predicted before it.
+  RecentMedian long_gaps_;
+  RecentMedian long_misses_;
+  // Gaps seen since the last one within the margin, capped at kPromptGapMemory (where it
+  // starts: before any gap the window is the margin after the answer anyway).
+  int gaps_since_prompt_ = kPromptGapMemory;
 };
 
 }  // namespace splitspec::rpc

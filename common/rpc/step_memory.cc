@@ -205,7 +205,7 @@ absl::Status StepMemory::Read(Side side, int socket, absl::Time deadline, uint32
   while (mailbox.published.load(std::memory_order_acquire) == read_) {
     const absl::Time now = absl::Now();
     if (now >= deadline) return absl::DeadlineExceededError("step socket call timed out");
-    if (now >= spin.from && now < spin.until) {
+    if (spin.Contains(now)) {
       wait = FramePickup::Wait::kSpinning;
       // As on the socket: a thread that wants this CPU (the peer about to publish) runs first.
       sched_yield();
@@ -220,9 +220,8 @@ absl::Status StepMemory::Read(Side side, int socket, absl::Time deadline, uint32
       }
       continue;
     }
-    wait = now < spin.from ? FramePickup::Wait::kAsleepBeforeWindow : FramePickup::Wait::kAsleepAfterWindow;
-    absl::Time wake = deadline;
-    if (now < spin.from) wake = std::min(wake, spin.from);
+    wait = spin.Closed(now) ? FramePickup::Wait::kAsleepAfterWindow : FramePickup::Wait::kAsleepBeforeWindow;
+    const absl::Time wake = std::min(deadline, spin.NextStart(now));
     if (absl::Status s = SleepUntilPublished(mailbox, read_, socket, wake); !s.ok()) return s;
   }
   // Calls alternate, so the writer is exactly one frame ahead; anything else is not our peer.

@@ -51,7 +51,7 @@ absl::Status WaitReadable(int fd, absl::Time deadline, const SpinWindow& spin) {
     const absl::Time now = absl::Now();
     if (now >= deadline) return absl::DeadlineExceededError("step socket call timed out");
     pollfd p{fd, POLLIN, 0};
-    if (now >= spin.from && now < spin.until) {
+    if (spin.Contains(now)) {
       const int ready = poll(&p, 1, 0);
       if (ready > 0) return absl::OkStatus();
       if (ready < 0 && errno != EINTR) return absl::UnavailableError(absl::StrCat("step socket poll: ", std::strerror(errno)));
@@ -60,9 +60,9 @@ absl::Status WaitReadable(int fd, absl::Time deadline, const SpinWindow& spin) {
       sched_yield();
       continue;
     }
-    // Sleeps until the answer, the deadline or the start of the spin window, whichever is first.
-    absl::Time wake = deadline;
-    if (now < spin.from) wake = std::min(wake, spin.from);
+    // Sleeps until the answer, the deadline or the start of the next stretch of the spin window,
+    // whichever is first.
+    const absl::Time wake = std::min(deadline, spin.NextStart(now));
     timespec timeout{};
     const timespec* timeout_or_none = nullptr;
     if (wake != absl::InfiniteFuture()) {

@@ -62,10 +62,26 @@ absl::Status WriteStepFrame(int fd, uint32_t word, absl::string_view payload);
 // never). On a virtual machine a thread that sleeps through a worker's forward takes of the
 // order of 100 us to wake when the answer comes (its virtual CPU halted); one that polls at
 // that moment reads the answer within a few microseconds. Spinning costs a CPU, so it is kept
-// to a short window around when the frame is expected.
+// to a short window around when the frame is expected. A window may have a second stretch
+// after the first (`later_from` to `later_until`): a worker whose next request comes either at
+// once or after a long gap polls right after its answer and again around the long gap.
 struct SpinWindow {
   absl::Time from = absl::InfiniteFuture();
   absl::Time until = absl::InfinitePast();
+  absl::Time later_from = absl::InfiniteFuture();
+  absl::Time later_until = absl::InfinitePast();
+
+  bool Contains(absl::Time t) const { return (t >= from && t < until) || (t >= later_from && t < later_until); }
+  // When the next stretch after `t` starts; absl::InfiniteFuture() when none does.
+  absl::Time NextStart(absl::Time t) const {
+    if (t < from) return from;
+    if (t < later_from) return later_from;
+    return absl::InfiniteFuture();
+  }
+  // Every stretch ended before `t` (false for a window with none).
+  bool Closed(absl::Time t) const {
+    return from != absl::InfiniteFuture() && t >= until && (later_from == absl::InfiniteFuture() || t >= later_until);
+  }
 };
 
 // Reads one whole frame, waiting until `deadline` (absl::InfiniteFuture(): no limit).

@@ -104,27 +104,88 @@ TEST(RequestSpinTest, BeforeAnyGapPollsRightAfterTheAnswer) {
   EXPECT_EQ(off.Window(kSent).from, absl::InfiniteFuture());
 }
 
+TEST(RequestSpinTest, RequestsThatFollowAtOncePollForTheMarginAfterTheAnswer) {
+  RequestSpin spin(absl::Microseconds(300));
+  for (int i = 0; i < 20; ++i) spin.Observe(absl::Microseconds(120));
+  const SpinWindow w = spin.Window(kSent);
+  EXPECT_EQ(w.from, kSent);
+  EXPECT_EQ(w.until, kSent + absl::Microseconds(300));
+  EXPECT_EQ(w.later_from, absl::InfiniteFuture());
+}
+
 TEST(RequestSpinTest, SleepsThroughALongGapAndPollsAroundWhenTheNextRequestIsDue) {
   RequestSpin spin(absl::Microseconds(300));
-  // Requests that follow at once: poll from the answer (the window cannot start before it).
-  spin.Observe(absl::Microseconds(120));
+  // A drafter between serial steps: its requests come a verify call (7 ms) after its answers,
+  // and it never polls right after an answer.
+  spin.Observe(absl::Milliseconds(7));
   SpinWindow w = spin.Window(kSent);
-  EXPECT_EQ(w.from, kSent);
-  EXPECT_EQ(w.until, kSent + absl::Microseconds(420));
-  // A drafter between serial steps: its requests come a verify call (7 ms) after its answers.
-  // The first of them missed the 120 us predicted by far, which widens the window until three
-  // misses in a row are small again.
-  for (int i = 0; i < 3; ++i) spin.Observe(absl::Milliseconds(7));
-  w = spin.Window(kSent);
-  EXPECT_EQ(w.from, kSent + absl::Milliseconds(7) - absl::Microseconds(1750));
-  EXPECT_EQ(w.until, kSent + absl::Milliseconds(7) + absl::Microseconds(1750));
-  for (int i = 0; i < 2; ++i) spin.Observe(absl::Milliseconds(7));
-  w = spin.Window(kSent);
   EXPECT_EQ(w.from, kSent + absl::Milliseconds(7) - absl::Microseconds(300));
   EXPECT_EQ(w.until, kSent + absl::Milliseconds(7) + absl::Microseconds(300));
+  EXPECT_EQ(w.later_from, absl::InfiniteFuture());
+  // Gaps that wander (7.5, 6.5 ms: misses 0.5 ms) widen it to twice the recent misses.
+  spin.Observe(absl::Microseconds(7500));
+  spin.Observe(absl::Microseconds(6500));
+  spin.Observe(absl::Milliseconds(7));
+  w = spin.Window(kSent);
+  EXPECT_EQ(w.from, kSent + absl::Milliseconds(6));
+  EXPECT_EQ(w.until, kSent + absl::Milliseconds(8));
+  for (int i = 0; i < 3; ++i) spin.Observe(absl::Milliseconds(7));
+  EXPECT_EQ(spin.Window(kSent).from, kSent + absl::Milliseconds(7) - absl::Microseconds(300));
   // One late request (an idle router) among three does not move it.
   spin.Observe(absl::Seconds(5));
   EXPECT_EQ(spin.Window(kSent).from, kSent + absl::Milliseconds(7) - absl::Microseconds(300));
+}
+
+TEST(RequestSpinTest, RequestsThatComeAtOnceOrAfterALongGapArePolledForBoth) {
+  // The verifier with the pipeline: 60 us after a step whose draft made ahead held, 1.3 ms (a
+  // serial Propose) after one that missed, in no fixed order. One window around the median
+  // of the last three gaps would sit on one kind or the other.
+  RequestSpin spin(absl::Microseconds(300));
+  for (int us : {60, 1300, 1300, 60, 1300, 60, 60, 1300}) spin.Observe(absl::Microseconds(us));
+  SpinWindow w = spin.Window(kSent);
+  EXPECT_EQ(w.from, kSent);
+  EXPECT_EQ(w.until, kSent + absl::Microseconds(300));
+  EXPECT_EQ(w.later_from, kSent + absl::Microseconds(1000));
+  EXPECT_EQ(w.later_until, kSent + absl::Microseconds(1600));
+  EXPECT_TRUE(w.Contains(kSent + absl::Microseconds(60)));
+  EXPECT_TRUE(w.Contains(kSent + absl::Microseconds(1300)));
+  EXPECT_FALSE(w.Contains(kSent + absl::Microseconds(600)));  // asleep between the two
+  EXPECT_EQ(w.NextStart(kSent + absl::Microseconds(600)), kSent + absl::Microseconds(1000));
+  EXPECT_FALSE(w.Closed(kSent + absl::Microseconds(600)));
+  EXPECT_TRUE(w.Closed(kSent + absl::Microseconds(1600)));
+  // Until kPromptGapMemory long gaps in a row have come (the last above was the first), the
+  // stretch after the answer stays; then it goes, and the worker sleeps until the long gap's
+  // request is due.
+  for (int i = 0; i < kPromptGapMemory - 2; ++i) spin.Observe(absl::Microseconds(1300));
+  EXPECT_EQ(spin.Window(kSent).from, kSent);
+  spin.Observe(absl::Microseconds(1300));
+  w = spin.Window(kSent);
+  EXPECT_EQ(w.from, kSent + absl::Microseconds(1000));
+  EXPECT_EQ(w.until, kSent + absl::Microseconds(1600));
+  EXPECT_EQ(w.later_from, absl::InfiniteFuture());
+  // One request at once brings it back.
+  spin.Observe(absl::Microseconds(60));
+  EXPECT_EQ(spin.Window(kSent).from, kSent);
+  EXPECT_EQ(spin.Window(kSent).later_from, kSent + absl::Microseconds(1000));
+}
+
+TEST(RequestSpinTest, StretchesThatMeetAreOne) {
+  RequestSpin spin(absl::Microseconds(300));
+  // Long gaps of 500 us: their stretch starts at 200 us, inside the one after the answer.
+  for (int us : {60, 500, 500, 500}) spin.Observe(absl::Microseconds(us));
+  const SpinWindow w = spin.Window(kSent);
+  EXPECT_EQ(w.from, kSent);
+  EXPECT_EQ(w.until, kSent + absl::Microseconds(800));
+  EXPECT_EQ(w.later_from, absl::InfiniteFuture());
+  EXPECT_FALSE(w.Closed(kSent + absl::Microseconds(799)));
+  EXPECT_TRUE(w.Closed(kSent + absl::Microseconds(800)));
+}
+
+TEST(SpinWindowTest, NoWindowHasNoStretchAndIsNeverClosed) {
+  const SpinWindow none;
+  EXPECT_FALSE(none.Contains(kSent));
+  EXPECT_EQ(none.NextStart(kSent), absl::InfiniteFuture());
+  EXPECT_FALSE(none.Closed(kSent));
 }
 
 }  // namespace

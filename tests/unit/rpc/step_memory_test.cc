@@ -194,6 +194,14 @@ TEST_F(MemoryPair, SaysHowEachFrameWasWaitedFor) {
       {SpinWindow{now + absl::Hours(1), now + absl::Hours(2)}, Wait::kAsleepBeforeWindow},
       {SpinWindow{}, Wait::kAsleepBeforeWindow},  // no window at all
       {SpinWindow{now - absl::Hours(2), now - absl::Hours(1)}, Wait::kAsleepAfterWindow},
+      // A window of two stretches (RequestSpin): polled inside the later one, asleep between
+      // them, and after both.
+      {SpinWindow{now - absl::Hours(2), now - absl::Hours(1), now - absl::Hours(1), now + absl::Hours(1)},
+       Wait::kSpinning},
+      {SpinWindow{now - absl::Hours(2), now - absl::Hours(1), now + absl::Hours(1), now + absl::Hours(2)},
+       Wait::kAsleepBeforeWindow},
+      {SpinWindow{now - absl::Hours(3), now - absl::Hours(2), now - absl::Hours(2), now - absl::Hours(1)},
+       Wait::kAsleepAfterWindow},
   };
   for (const auto& c : cases) {
     for (int i = 0; i < 10; ++i) {

@@ -106,6 +106,9 @@ TEST_F(FramePair, ReadsAFrameWhetherItComesBeforeInsideOrAfterTheSpinWindow) {
       {now - absl::Seconds(10), now + absl::Seconds(10)},     // polling from the start
       {now + absl::Seconds(3600), now + absl::Seconds(3601)},  // the frame comes before it
       {now - absl::Seconds(2), now - absl::Seconds(1)},        // over already: sleeps
+      // Two stretches (RequestSpin): polling in the later one; asleep between the two.
+      {now - absl::Seconds(2), now - absl::Seconds(1), now - absl::Seconds(1), now + absl::Seconds(10)},
+      {now - absl::Seconds(2), now - absl::Seconds(1), now + absl::Seconds(3600), now + absl::Seconds(3601)},
   };
   for (const SpinWindow& window : windows) {
     std::thread writer([&] { ASSERT_TRUE(WriteStepFrame(fds_[0], 3, "answer").ok()); });
@@ -128,6 +131,10 @@ TEST_F(FramePair, ADeadlineInsideTheSpinWindowEndsTheWait) {
   // And a window that starts after the deadline is never reached.
   EXPECT_TRUE(absl::IsDeadlineExceeded(ReadStepFrame(fds_[1], absl::Now() + absl::Milliseconds(20), &word,
                                                      &payload, SpinWindow{now + absl::Hours(1), now + absl::Hours(2)})));
+  // Nor does a later stretch outlast it.
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      ReadStepFrame(fds_[1], absl::Now() + absl::Milliseconds(20), &word, &payload,
+                    SpinWindow{now - absl::Hours(2), now - absl::Hours(1), now, now + absl::Hours(1)})));
 }
 
 // The same calls whether both ends sleep between frames, poll around them (spin_window.h), or
