@@ -358,6 +358,9 @@ class RouterCore {
   // and reading when the step is one call to a client that overlaps work with it
   // (VerifierClient::OverlapsWorkWithVerify), on the side thread otherwise.
   std::vector<ReplicaCall> VerifyOnReplicas(StepPlan* plan, const std::function<void()>& alongside);
+  // Whether the step's verify call will run its side work on this thread while in flight: one
+  // replica for the whole batch, and a client that overlaps work with its call.
+  bool VerifyOverlapsWork(const StepPlan& plan) const;
   // Draft-ahead (router_pipeline.cc).
   // Whether a chain of `depth` should verify one token less, keeping the last token of the
   // request's draft made ahead back as the guess the next step's draft-ahead builds on.

@@ -53,20 +53,26 @@ bool RouterCore::DecodeStep(StepStats* stats) {
   stats->batch_size = static_cast<int32_t>(plan.batch.size());
   stats->k = plan.k;
   // Pipeline: the next step's drafts are made while this one verifies (router_pipeline.cc).
+  // Where the verify call runs its side work on this thread once its request is out, they are
+  // also planned there: their pricing (the latency model, acceptance estimates) then stays off
+  // the way from the last answer to the verify request. Elsewhere they are planned here, which
+  // spares the side thread a wake-up on steps that draft nothing ahead.
   std::vector<AheadCall> ahead;
-  if (options_.pipeline) ahead = PlanDraftAhead(plan);
-  plan.drafted_ahead = !ahead.empty();
+  const bool plan_ahead_beside = options_.pipeline && VerifyOverlapsWork(plan);
+  if (options_.pipeline && !plan_ahead_beside) ahead = PlanDraftAhead(plan);
   // Beside the verify call: the previous step's deferred tokens, the draft-ahead, then the
   // previous step's report.
   std::function<void()> alongside;
-  if (!deferred_events_.empty() || !ahead.empty() || deferred_report_.has_value()) {
-    alongside = [this, &ahead] {
+  if (plan_ahead_beside || !deferred_events_.empty() || !ahead.empty() || deferred_report_.has_value()) {
+    alongside = [this, &ahead, &plan, plan_ahead_beside] {
       FlushEvents();
+      if (plan_ahead_beside) ahead = PlanDraftAhead(plan);
       if (!ahead.empty()) DraftAhead(&ahead);
       FlushReport();
     };
   }
   std::vector<ReplicaCall> calls = VerifyOnReplicas(&plan, alongside);
+  plan.drafted_ahead = !ahead.empty();
   FlushReport();  // where no call ran the side work
   StepOutcome outcome = ApplyResults(plan, calls, stats);
   // Waking the side thread costs about one hand-off: deferring pays from two requests up, or
@@ -394,6 +400,15 @@ std::vector<RouterCore::ReplicaCall> RouterCore::VerifyOnReplicas(StepPlan* plan
     plan->rpc_excess += std::max(0.0, call.wall_seconds - call.response->compute_seconds);
   }
   return calls;
+}
+
+bool RouterCore::VerifyOverlapsWork(const StepPlan& plan) const {
+  if (plan.batch.empty()) return false;
+  const int replica = plan.batch[0]->replica;
+  for (const Active* r : plan.batch) {
+    if (r->replica != replica) return false;
+  }
+  return replicas_.at(replica).client->OverlapsWorkWithVerify();
 }
 
 StepOutcome RouterCore::ApplyResults(const StepPlan& plan, std::vector<ReplicaCall>& calls,

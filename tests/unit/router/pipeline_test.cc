@@ -103,12 +103,17 @@ TEST(PipelineTest, MixedOutcomesUseSomeDraftsAndDropOthers) {
   EXPECT_GT(run.info.draft_ahead_dropped, 0);
 }
 
+// Inside the call (as over a step socket) the drafts made ahead are also planned there, after
+// the verify request is out; beside it they are planned before the call. The same plans either
+// way.
 TEST(PipelineTest, DraftingAheadInsideTheVerifyCallGivesTheSameOutcomes) {
   const PipelineRun beside = RunPipelined(0.8, 6, 40);
   const PipelineRun inside = RunPipelined(0.8, 6, 40, /*pipeline=*/true, /*work_inside_verify=*/true);
   EXPECT_EQ(inside.info.draft_ahead_used, beside.info.draft_ahead_used);
   EXPECT_EQ(inside.info.draft_ahead_dropped, beside.info.draft_ahead_dropped);
   EXPECT_EQ(inside.steps, beside.steps);
+  EXPECT_EQ(inside.beside_verify_calls, beside.beside_verify_calls);
+  EXPECT_EQ(inside.drafter_calls, beside.drafter_calls);
 }
 
 TEST(PipelineTest, AHypothesisThatAlwaysHoldsLeavesOnlyDraftAheadCalls) {
