@@ -8,9 +8,11 @@
 //   - the caller (router) around when its answer is due: the median of the method's last three
 //     round trips;
 //   - the connection thread (worker) around when the next request is due: the median of the
-//     last three gaps from an answer to the next request. A worker whose requests come in a
-//     steady rhythm (the verifier while the drafter drafts, the drafter while the target
-//     verifies) sleeps through the gap and wakes before the request does.
+//     last three gaps from an answer to the next request that were longer than the margin. A
+//     worker whose requests come in a steady rhythm (the verifier while the drafter drafts, the
+//     drafter while the target verifies) sleeps through the gap and wakes before the request
+//     does. One whose recent requests also came at once polls right after its answer too
+//     (RequestSpin).
 // Either window reaches the margin to each side of when the frame is due, or, where the times
 // wander more than that (a verify call's forward moves by several per cent from step to step on
 // a busy host), twice the recent misses (WindowHalfWidth).
