@@ -30,39 +30,59 @@ void TreeAcceptance::Observe(const std::string& pool, int32_t depth, int32_t nod
   ++observations_;
 }
 
+const TreeAcceptance::Counts* TreeAcceptance::Find(std::string_view pool, int32_t width, int32_t depth) const {
+  auto it = counts_.find(std::make_tuple(pool, width, depth));
+  return it == counts_.end() ? nullptr : &it->second;
+}
+
+double TreeAcceptance::DepthAcceptanceFrom(const Counts* counts, double prior) const {
+  const Counts c = counts == nullptr ? Counts{} : *counts;
+  return std::min(kCap, (c.successes + prior_weight_ * prior) / (c.trials + prior_weight_));
+}
+
+double TreeAcceptance::ContinuationFrom(const Counts* counts) const {
+  if (counts == nullptr) return 1.0;
+  return (counts->continued + prior_weight_) / (counts->reached + prior_weight_);
+}
+
+namespace {
+
+// What w independent candidates a depth, each accepted at the chain acceptance a, would give.
+double WidthPrior(double chain_acceptance, int32_t width) {
+  const double a = std::clamp(chain_acceptance, 0.0, 1.0);
+  return 1.0 - std::pow(1.0 - a, width);
+}
+
+}  // namespace
+
 std::vector<double> TreeAcceptance::DepthAcceptance(const std::string& pool, int32_t depth, int32_t nodes,
                                                     double chain_acceptance) const {
   const int32_t width = Width(depth, nodes);
-  const double a = std::clamp(chain_acceptance, 0.0, 1.0);
-  const double prior = 1.0 - std::pow(1.0 - a, width);
+  const double prior = WidthPrior(chain_acceptance, width);
   std::vector<double> p(static_cast<size_t>(std::max(depth, 0)), prior);
-  for (int32_t d = 1; d <= depth; ++d) {
-    auto it = counts_.find(Key{pool, width, d});
-    const Counts c = it == counts_.end() ? Counts{} : it->second;
-    p[d - 1] = std::min(kCap, (c.successes + prior_weight_ * prior) / (c.trials + prior_weight_));
-  }
+  for (int32_t d = 1; d <= depth; ++d) p[d - 1] = DepthAcceptanceFrom(Find(pool, width, d), prior);
   return p;
 }
 
 std::vector<double> TreeAcceptance::Continuation(const std::string& pool, int32_t depth, int32_t nodes) const {
   const int32_t width = Width(depth, nodes);
   std::vector<double> c(static_cast<size_t>(std::max(depth, 0)), 1.0);
-  for (int32_t d = 1; d <= depth; ++d) {
-    auto it = counts_.find(Key{pool, width, d});
-    if (it == counts_.end()) continue;
-    c[d - 1] = (it->second.continued + prior_weight_) / (it->second.reached + prior_weight_);
-  }
+  for (int32_t d = 1; d <= depth; ++d) c[d - 1] = ContinuationFrom(Find(pool, width, d));
   return c;
 }
 
 double TreeAcceptance::ExpectedLength(const std::string& pool, int32_t depth, int32_t nodes,
                                       double chain_acceptance) const {
-  const std::vector<double> p = DepthAcceptance(pool, depth, nodes, chain_acceptance);
-  const std::vector<double> c = Continuation(pool, depth, nodes);
-  double length = 1.0, reach = 1.0;
+  // DepthAcceptance and Continuation in one pass, one lookup a depth and no vectors: the same
+  // figures, multiplied in the same order.
+  const int32_t width = Width(depth, nodes);
+  const double prior = WidthPrior(chain_acceptance, width);
+  double length = 1.0, reach = 1.0, continuation_above = 1.0;
   for (int32_t d = 1; d <= depth; ++d) {
-    reach *= (d == 1 ? 1.0 : c[d - 2]) * p[d - 1];
+    const Counts* counts = Find(pool, width, d);
+    reach *= continuation_above * DepthAcceptanceFrom(counts, prior);
     length += reach;
+    continuation_above = ContinuationFrom(counts);
   }
   return length;
 }

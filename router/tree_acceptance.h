@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -69,9 +70,18 @@ class TreeAcceptance {
     double continued = 0;  // of those, the ones whose node here had children
   };
   using Key = std::tuple<std::string, int32_t, int32_t>;  // pool, width, depth
+  // The counts at one depth, nullptr when none were observed. Looked up by a view of the pool's
+  // name: smartspec prices every tree shape of every request each step, and copying the name
+  // into a key for each depth was much of that.
+  const Counts* Find(std::string_view pool, int32_t width, int32_t depth) const;
+  // p_d from the counts at depth d (nullptr: none) and the prior from the chain acceptance.
+  double DepthAcceptanceFrom(const Counts* counts, double prior) const;
+  // c_d from the counts at depth d (nullptr: none).
+  double ContinuationFrom(const Counts* counts) const;
+
   double decay_;
   double prior_weight_;
-  std::map<Key, Counts> counts_;
+  std::map<Key, Counts, std::less<>> counts_;
   int64_t observations_ = 0;
 };
 

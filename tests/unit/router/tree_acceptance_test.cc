@@ -60,5 +60,37 @@ TEST(TreeAcceptanceTest, TheTreesLastDepthSaysNothingOfContinuation) {
   EXPECT_GT(t.DepthAcceptance("pool", 2, 4, 0.5)[0], 0.95);
 }
 
+// ExpectedLength works in one pass; it must give exactly the documented product of the per-depth
+// estimates, for observed and unobserved pools, widths and depths.
+TEST(TreeAcceptanceTest, ExpectedLengthIsTheProductOfDepthAcceptanceAndContinuation) {
+  TreeAcceptance t;
+  for (int round = 0; round < 40; ++round) {
+    for (int32_t depth = 1; depth <= 6; ++depth) {
+      t.Observe("pool", depth, depth * (2 + round % 3), round % (depth + 2), round % 3 != 0);
+      t.Observe("other-pool-with-a-long-name", depth, depth * 2, (round + 1) % (depth + 1), true);
+    }
+  }
+  for (const std::string pool : {"pool", "other-pool-with-a-long-name", "never-seen"}) {
+    for (int32_t depth = 1; depth <= 8; ++depth) {
+      for (int32_t nodes : {depth, 2 * depth, 3 * depth, 4 * depth, 9 * depth}) {
+        for (double a : {0.0, 0.35, 0.8, 1.0}) {
+          const std::vector<double> p = t.DepthAcceptance(pool, depth, nodes, a);
+          const std::vector<double> c = t.Continuation(pool, depth, nodes);
+          double length = 1.0, reach = 1.0;
+          for (int32_t d = 1; d <= depth; ++d) {
+            reach *= (d == 1 ? 1.0 : c[d - 2]) * p[d - 1];
+            length += reach;
+          }
+          EXPECT_EQ(t.ExpectedLength(pool, depth, nodes, a), length)
+              << pool << " depth " << depth << " nodes " << nodes << " acceptance " << a;
+        }
+      }
+    }
+  }
+  // The observations moved the estimates off the prior (the comparison above is not of priors
+  // alone).
+  EXPECT_NE(t.ExpectedLength("pool", 3, 6, 0.35), TreeAcceptance().ExpectedLength("pool", 3, 6, 0.35));
+}
+
 }  // namespace
 }  // namespace splitspec::router
