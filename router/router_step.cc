@@ -370,7 +370,7 @@ std::vector<RouterCore::ReplicaCall> RouterCore::VerifyOnReplicas(StepPlan* plan
     items.push_back(std::move(batch));
     calls.push_back(std::move(call));
   }
-  verify_overlaps_work_ = calls.size() == 1 && replicas_.at(calls[0].replica).client->OverlapsWorkWithVerify();
+  verify_overlaps_work_ = VerifyOverlapsWork(*plan);
   const bool on_side_thread = alongside && !verify_overlaps_work_;
   const double calls_start = clock_->NowSeconds();
   if (on_side_thread) side_thread_.Start(alongside);
