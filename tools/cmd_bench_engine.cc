@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/engine/backend.h"
@@ -140,6 +141,35 @@ void PrintPairedShare(Bench& bench, double weight_bytes, size_t probe_bytes, int
               100 * Quantile(shares, 0.25), 100 * Quantile(shares, 0.75), 100 * Median(shares_of_best));
 }
 
+// The step breakdown's matmuls by weight shape, largest first: calls a step, and the median over
+// the steps of a call's mean time and of the rate at which those calls read their weights. A
+// shape whose rate lags the others points at a call's fixed costs (its threads' fork and join,
+// the quantized input, streams starting cold) rather than at reading.
+void PrintMatMulsByShape(const std::vector<engine::OpTimes>& per_step) {
+  if (per_step.empty()) return;
+  std::vector<std::pair<engine::MatMulShape, engine::MatMulShapeTimes>> shapes(
+      per_step.back().matmul_by_shape.begin(), per_step.back().matmul_by_shape.end());
+  std::sort(shapes.begin(), shapes.end(),
+            [](const auto& a, const auto& b) { return a.second.weight_bytes > b.second.weight_bytes; });
+  std::printf("matmuls by weight shape (rows x columns: calls a step, median time a call, median read rate):");
+  const char* separator = " ";
+  for (const auto& [shape, last] : shapes) {
+    std::vector<double> call_seconds, read;
+    for (const engine::OpTimes& t : per_step) {
+      const auto it = t.matmul_by_shape.find(shape);
+      if (it == t.matmul_by_shape.end() || it->second.calls == 0 || it->second.seconds <= 0) continue;
+      call_seconds.push_back(it->second.seconds / static_cast<double>(it->second.calls));
+      read.push_back(static_cast<double>(it->second.weight_bytes) / it->second.seconds / 1e9);
+    }
+    if (call_seconds.empty()) continue;
+    std::printf("%s%lld x %lld: %lld, %.1f us, %.1f GB/s", separator, static_cast<long long>(shape.rows),
+                static_cast<long long>(shape.cols), static_cast<long long>(last.calls), Median(call_seconds) * 1e6,
+                Median(read));
+    separator = "; ";
+  }
+  std::printf("\n");
+}
+
 // Where a batch-1 step's time goes: each op timed around its call (engine::TimedBackend) over
 // `steps` decode steps, medians of each kind a step. Timing costs two clock reads an op. Only
 // meaningful where the backend finishes an op before returning (the CPU backend).
@@ -174,6 +204,7 @@ void PrintStepBreakdown(Bench& bench, engine::TimedBackend& timed, int steps) {
               per.matmul_weight_bytes / 1e6, Median(read), Median(attention) * 1e3,
               static_cast<long long>(per.attention_calls), Median(elementwise) * 1e3,
               static_cast<long long>(per.elementwise_calls), Median(rest) * 1e3);
+  PrintMatMulsByShape(std::vector<engine::OpTimes>(per_step.begin() + 1, per_step.end()));
 }
 
 // The same weights loaded again by a CPU backend that takes every buffer from the C allocator

@@ -15,8 +15,18 @@ void TimedBackend::Timed(double* seconds, int64_t* calls, Op&& op) {
 
 template <typename Op>
 void TimedBackend::TimedMatMul(const Tensor& w, Op&& op) {
-  Timed(&times_.matmul_seconds, &times_.matmul_calls, op);
-  if (timing_) times_.matmul_weight_bytes += static_cast<int64_t>(w.n_bytes());
+  if (!timing_) return op();
+  const auto start = std::chrono::steady_clock::now();
+  op();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int64_t bytes = static_cast<int64_t>(w.n_bytes());
+  times_.matmul_seconds += seconds;
+  ++times_.matmul_calls;
+  times_.matmul_weight_bytes += bytes;
+  MatMulShapeTimes& shape = times_.matmul_by_shape[MatMulShape{w.rows, w.cols, w.dtype}];
+  shape.seconds += seconds;
+  ++shape.calls;
+  shape.weight_bytes += bytes;
 }
 
 void TimedBackend::DownloadRows(const Tensor& tensor, int64_t first_row, int64_t n_rows, float* host) {

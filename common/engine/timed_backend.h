@@ -9,15 +9,39 @@
 #define SPLITSPEC_COMMON_ENGINE_TIMED_BACKEND_H_
 
 #include <cstdint>
+#include <map>
+#include <tuple>
 
 #include "common/engine/backend.h"
 
 namespace splitspec::engine {
 
+// A weight matrix as the matmuls see it: a projection of a layer (all layers share it) or the
+// output head.
+struct MatMulShape {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  DType dtype = DType::kF32;
+
+  bool operator<(const MatMulShape& o) const {
+    return std::tie(rows, cols, dtype) < std::tie(o.rows, o.cols, o.dtype);
+  }
+};
+
+// The matmuls with weights of one shape.
+struct MatMulShapeTimes {
+  double seconds = 0;
+  int64_t calls = 0;
+  int64_t weight_bytes = 0;  // each call's weights once
+};
+
 struct OpTimes {
   double matmul_seconds = 0;   // MatMul and MatMulSplit
   int64_t matmul_weight_bytes = 0;  // the weights those calls read (each weight once a call)
   int64_t matmul_calls = 0;
+  // The same matmuls by weight shape: whether small projections read their weights as fast as
+  // large ones (a call's fixed costs, a stream's ramp) or one shape lags.
+  std::map<MatMulShape, MatMulShapeTimes> matmul_by_shape;
   double attention_seconds = 0;  // Attention: the new K/V rows stored, scores, softmax, sum of V
   int64_t attention_calls = 0;
   // Embed, RmsNorm, Rope, SiluMul, Add and the logits' DownloadRows.
@@ -65,7 +89,8 @@ class TimedBackend final : public Backend {
   // Runs `op`, then (timing on) adds its wall time to *seconds and one to *calls.
   template <typename Op>
   void Timed(double* seconds, int64_t* calls, Op&& op);
-  // Timed as a matmul, and (timing on) w's bytes added to the weights read.
+  // Timed as a matmul, and (timing on) w's bytes added to the weights read, in all and under
+  // w's shape.
   template <typename Op>
   void TimedMatMul(const Tensor& w, Op&& op);
 

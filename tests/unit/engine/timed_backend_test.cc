@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -70,12 +71,34 @@ TEST(TimedBackendTest, CountsEachKindOfOpOfADecodeForward) {
   EXPECT_GT(t.attention_seconds, 0);
   EXPECT_GT(t.elementwise_seconds, 0);
 
+  // The same matmuls by weight shape: each layer's projections once a layer, the head once.
+  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_heads_kv} * c.head_dim;
+  std::map<MatMulShape, int64_t> expected_calls;
+  for (const MatMulShape& shape : {MatMulShape{q_dim + 2 * kv_dim, c.hidden_size, DType::kF32},
+                                   MatMulShape{c.hidden_size, q_dim, DType::kF32},
+                                   MatMulShape{2 * int64_t{c.intermediate_size}, c.hidden_size, DType::kF32},
+                                   MatMulShape{c.hidden_size, c.intermediate_size, DType::kF32}}) {
+    expected_calls[shape] += c.n_layers;
+  }
+  expected_calls[MatMulShape{c.vocab_size, c.hidden_size, DType::kF32}] += 1;
+  ASSERT_EQ(t.matmul_by_shape.size(), expected_calls.size());
+  double shape_seconds = 0;
+  for (const auto& [shape, times] : t.matmul_by_shape) {
+    ASSERT_EQ(expected_calls.count(shape), 1u) << shape.rows << " x " << shape.cols;
+    EXPECT_EQ(times.calls, expected_calls[shape]) << shape.rows << " x " << shape.cols;
+    EXPECT_EQ(times.weight_bytes, times.calls * shape.rows * shape.cols * 4) << shape.rows << " x " << shape.cols;
+    EXPECT_GT(times.seconds, 0);
+    shape_seconds += times.seconds;
+  }
+  EXPECT_NEAR(shape_seconds, t.matmul_seconds, 1e-9);
+
   const OpTimes before = t;
   ASSERT_TRUE(m->model->Forward({SequenceStep{1, {23}, {}, {0}}}, *m->kv, &result).ok());
   EXPECT_EQ(m->timed.times().matmul_calls, before.matmul_calls);  // off again: nothing added
   m->timed.ResetTimes();
   EXPECT_EQ(m->timed.times().matmul_calls, 0);
   EXPECT_EQ(m->timed.times().total_seconds(), 0);
+  EXPECT_TRUE(m->timed.times().matmul_by_shape.empty());
 }
 
 }  // namespace

@@ -167,7 +167,8 @@ TEST(DeviceFlagTest, UnknownDeviceIsAUsageError) {
 
 // bench-engine says how much of the process lies in huge-page chunks and huge pages, times
 // decode of the same weights held in huge-page chunks and in base pages, steps alternating in
-// one process, and breaks a batch-1 step down by the kind of op (3 steps: 2 differences).
+// one process, and breaks a batch-1 step down by the kind of op and its matmuls by weight
+// shape (3 steps: 2 differences).
 TEST(DeviceFlagTest, BenchEngineComparesBasePagesOnTheCpu) {
   std::vector<std::string> argv = BenchEngineArgs("cpu");
   for (const char* extra : {"--compare-base-pages", "--steps", "3", "--batches", "1", "--forward-tokens", "1"}) {
@@ -184,6 +185,11 @@ TEST(DeviceFlagTest, BenchEngineComparesBasePagesOnTheCpu) {
   EXPECT_NE(r.output.find("step breakdown: 2 batch-1 decode steps, each op timed around its call"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find(" MB of weights read at "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("matmuls by weight shape (rows x columns: calls a step, median time a call, median read "
+                          "rate): "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(" GB/s; "), std::string::npos) << r.output;  // more than one shape
 }
 
 // The message CheckDevice gives is what every binary prints, with exit code 2.
