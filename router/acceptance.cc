@@ -126,6 +126,25 @@ AcceptanceTracker::AcceptanceTracker(AcceptanceConfig config) : config_(std::mov
   global_ = std::move(*made);
 }
 
+AcceptanceTracker::AcceptanceTracker(const AcceptanceTracker& other) { *this = other; }
+
+AcceptanceTracker& AcceptanceTracker::operator=(const AcceptanceTracker& other) {
+  if (this == &other) return *this;
+  config_ = other.config_;
+  global_ = other.global_->Clone();
+  pools_.clear();
+  for (const auto& [pool, estimator] : other.pools_) pools_[pool] = estimator->Clone();
+  pool_counts_ = other.pool_counts_;
+  step_ = other.step_;
+  global_last_step_ = other.global_last_step_;
+  pool_last_step_ = other.pool_last_step_;
+  requests_ = other.requests_;
+  request_counts_ = other.request_counts_;
+  global_totals_ = other.global_totals_;
+  pool_totals_ = other.pool_totals_;
+  return *this;
+}
+
 void AcceptanceTracker::ObserveStep(const std::vector<Observation>& step) {
   ++step_;
   std::vector<Verification> all;

@@ -55,6 +55,8 @@ class AcceptanceEstimator {
   // One call per step with that step's verifications (steps with none are ignored).
   virtual void ObserveStep(absl::Span<const Verification> step) = 0;
   virtual std::optional<double> Estimate() const = 0;
+  // An estimator in the same state that learns apart from this one.
+  virtual std::unique_ptr<AcceptanceEstimator> Clone() const = 0;
 };
 
 class WindowEstimator : public AcceptanceEstimator {
@@ -63,6 +65,7 @@ class WindowEstimator : public AcceptanceEstimator {
   void ObserveStep(absl::Span<const Verification> step) override;
   std::optional<double> Estimate() const override;
 
+  std::unique_ptr<AcceptanceEstimator> Clone() const override { return std::make_unique<WindowEstimator>(*this); }
  private:
   struct StepCounts {
     double accepted = 0;  // accepted draft tokens
@@ -79,6 +82,7 @@ class EmaEstimator : public AcceptanceEstimator {
   void ObserveStep(absl::Span<const Verification> step) override;
   std::optional<double> Estimate() const override { return value_; }
 
+  std::unique_ptr<AcceptanceEstimator> Clone() const override { return std::make_unique<EmaEstimator>(*this); }
  private:
   double alpha_;
   double cap_;
@@ -91,6 +95,7 @@ class MleEstimator : public AcceptanceEstimator {
   void ObserveStep(absl::Span<const Verification> step) override;
   std::optional<double> Estimate() const override;
 
+  std::unique_ptr<AcceptanceEstimator> Clone() const override { return std::make_unique<MleEstimator>(*this); }
  private:
   int32_t history_;
   double cap_;
@@ -131,6 +136,12 @@ class AcceptanceTracker {
   };
 
   explicit AcceptanceTracker(AcceptanceConfig config = {});
+  // A copy learns apart from its original: what the estimates would be after a step that has
+  // not happened (RouterCore prices the next step ahead for its drafts' assumed outcome).
+  AcceptanceTracker(const AcceptanceTracker& other);
+  AcceptanceTracker& operator=(const AcceptanceTracker& other);
+  AcceptanceTracker(AcceptanceTracker&&) = default;
+  AcceptanceTracker& operator=(AcceptanceTracker&&) = default;
 
   void ObserveStep(const std::vector<Observation>& step);
   void Forget(spec::RequestId id);

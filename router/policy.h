@@ -81,6 +81,14 @@ struct RequestOutcome {
   int32_t main_path_accepted = 0;
 };
 
+// A step's proposals priced without being taken (SpeculationPolicy::PriceProposals), and what
+// the policy's bookkeeping needs once they are.
+class PricedProposals {
+ public:
+  virtual ~PricedProposals() = default;
+  std::vector<ProposalChoice> choices;  // one per input request, as DecideProposals gives them
+};
+
 struct StepOutcome {
   std::vector<RequestOutcome> requests;
   double draft_seconds = 0;   // drafters' reported compute, summed over pools
@@ -99,6 +107,21 @@ class SpeculationPolicy {
   // The step's proposals, one per input request; the core calls this one. The default makes
   // a chain of each Decide() k; policies that build trees override it.
   virtual std::vector<ProposalChoice> DecideProposals(const PolicyInput& input);
+  // DecideProposals in two halves, for a policy whose pricing is worth taking off a step's
+  // way: PriceProposals changes nothing in the policy, RecordProposals does the bookkeeping
+  // DecideProposals would do for those proposals and returns them. The router prices the
+  // next step beside a verify call, for the outcome its drafts made ahead assume, and records
+  // the decision only where that step comes as assumed (router_decide_ahead.cc). nullptr (the
+  // default): the policy prices only in DecideProposals, and says so in PricesAhead, so that
+  // the router builds no input for it.
+  virtual bool PricesAhead() const { return false; }
+  virtual std::unique_ptr<PricedProposals> PriceProposals(const PolicyInput& input) const {
+    (void)input;
+    return nullptr;
+  }
+  virtual std::vector<ProposalChoice> RecordProposals(std::unique_ptr<PricedProposals> priced) {
+    return std::move(priced->choices);
+  }
   virtual void Observe(const StepOutcome& outcome) { (void)outcome; }
   // Asked once per new request at admission: false marks it non-speculative (SmartSpec's
   // prefill disabling: the drafter does not see it) until ResumeSpeculation says otherwise.

@@ -283,6 +283,7 @@ bool RouterCore::RunStep() {
   previous_run_decoded_ = decoded;
   // Also after a prefill with no decode step behind it: its drafts made ahead count.
   draft_ahead_used_ += stats.draft_ahead_used;
+  if (stats.decided_ahead) ++decisions_made_ahead_;
   draft_ahead_dropped_ += stats.draft_ahead_dropped;
   draft_ahead_alternatives_held_ += stats.draft_ahead_alternatives_held;
   // Tokens deferred by an earlier step go out with the next verify call; none follows here.
@@ -517,6 +518,7 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   snapshot_.steps = steps_;
   snapshot_.completed = completed_;
   snapshot_.draft_ahead_used = draft_ahead_used_;
+  snapshot_.decisions_made_ahead = decisions_made_ahead_;
   snapshot_.draft_ahead_dropped = draft_ahead_dropped_;
   snapshot_.draft_ahead_alternatives_held = draft_ahead_alternatives_held_;
   snapshot_.draft_seconds_total = draft_seconds_total_;

@@ -87,6 +87,7 @@ struct StepStats {
   int32_t draft_ahead_hypothesis_held = 0;   // drafts made ahead kept: their hypothesis held
   int32_t draft_ahead_alternatives_held = 0;  // drafts made ahead kept for another outcome
   int32_t draft_ahead_dropped = 0;            // drafts made ahead of which no outcome held
+  bool decided_ahead = false;  // the policy's decision was priced beside the previous verify call
   double draft_ahead_seconds = 0;  // drafters' reported compute for the drafts made ahead
   double draft_ahead_slowest_seconds = 0;  // of it, the slowest pool's (pools run in parallel)
   double hidden_draft_seconds = 0; // of it, what ran while the verifier computed
@@ -141,6 +142,7 @@ struct ServerInfo {
   int64_t steps = 0;
   int64_t completed = 0;
   int64_t draft_ahead_used = 0;     // pipeline: drafts made ahead and used
+  int64_t decisions_made_ahead = 0;  // pipeline: steps that took a decision priced ahead
   int64_t draft_ahead_dropped = 0;  // pipeline: drafts made ahead of which no outcome held
   // pipeline: drafts made ahead whose hypothesis failed, kept for another outcome that held
   int64_t draft_ahead_alternatives_held = 0;
@@ -294,6 +296,7 @@ class RouterCore {
  private:
   struct Active;
   struct StepPlan;
+  struct AheadCall;
   struct Waiting {
     RequestId id = 0;
     GenerateRequest request;
@@ -335,10 +338,20 @@ class RouterCore {
   // Requests admitted non-speculative that the policy now lets draft (Policy::ResumeSpeculation).
   void ResumeSpeculation(const std::vector<Active*>& ready);
   void ReconsiderPools(const std::vector<Active*>& ready, int32_t max_k);
-  int32_t UsefulK(const Active& r, int32_t max_k) const;
+  // The most draft tokens worth proposing for r, once `more_tokens` more are committed.
+  int32_t UsefulK(const Active& r, int32_t max_k, int32_t more_tokens = 0) const;
   // PolicyRequest::draft_catch_up for `r` with its current pool.
   int32_t DraftCatchUp(const Active& r) const;
+  // What the policy is told of r: as it is, or (`assumed`) once the tokens a draft made ahead
+  // assumes are committed, r's drafter holding them (router_decide_ahead.cc).
+  PolicyRequest PolicyRequestFor(const Active& r, int32_t max_k,
+                                 const std::vector<int32_t>* assumed = nullptr) const;
   void PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats* stats);
+  // Decision made ahead (router_decide_ahead.cc): beside a verify call whose every request has
+  // a draft made ahead, the policy prices the next step for the outcome those drafts assume;
+  // the next step takes that decision if it comes exactly as assumed, else decides itself.
+  void PriceNextStepAhead(const StepPlan& plan, const std::vector<AheadCall>& ahead);
+  std::vector<ProposalChoice> DecideProposals(const PolicyInput& input, StepStats* stats);
   void Draft(StepPlan* plan, StepStats* stats);
   // One pool's Propose in a step: built and applied on the loop thread, called beside the
   // other pools' (router_step.cc).
@@ -401,7 +414,6 @@ class RouterCore {
   // after `context` tokens, and as many more as its alternatives (its hypothesis `assumed`
   // tokens long; 0: the chain alone, as a serial Propose drafts it).
   double AheadDraftSeconds(const Active& r, int32_t context, int32_t depth, int32_t assumed) const;
-  struct AheadCall;
   std::vector<AheadCall> PlanDraftAhead(const StepPlan& plan);
   // The calls of a draft-ahead (or a prefill's drafts), one per pool, each with its timeout.
   std::vector<AheadCall> TimedAheadCalls(std::map<std::string, AheadCall> by_pool) const;
@@ -487,6 +499,13 @@ class RouterCore {
   std::optional<GoodputEstimate> step_goodput_;  // this run's decode step's, for its report
   bool step_observed_ = false;
   int64_t draft_ahead_used_ = 0;
+  int64_t decisions_made_ahead_ = 0;
+  // The next step's decision priced beside this step's verify call, and the requests it was
+  // priced for (with the histories it assumed, which their PolicyRequests view).
+  std::unique_ptr<PricedProposals> priced_ahead_;
+  std::vector<PolicyRequest> priced_ahead_for_;
+  std::vector<std::vector<int32_t>> priced_ahead_histories_;
+  int32_t priced_ahead_max_k_ = 0;
   int64_t draft_ahead_dropped_ = 0;
   int64_t draft_ahead_alternatives_held_ = 0;
   double draft_seconds_total_ = 0;

@@ -67,7 +67,10 @@ bool RouterCore::DecodeStep(StepStats* stats) {
     alongside = [this, &ahead, &plan, plan_ahead_beside] {
       FlushEvents();
       if (plan_ahead_beside) ahead = PlanDraftAhead(plan);
-      if (!ahead.empty()) DraftAhead(&ahead);
+      if (!ahead.empty()) {
+        DraftAhead(&ahead);
+        PriceNextStepAhead(plan, ahead);
+      }
       FlushReport();
     };
   }
@@ -108,12 +111,13 @@ void RouterCore::ReconsiderPools(const std::vector<Active*>& ready, int32_t max_
   }
 }
 
-int32_t RouterCore::UsefulK(const Active& r, int32_t max_k) const {
+int32_t RouterCore::UsefulK(const Active& r, int32_t max_k, int32_t more_tokens) const {
   if (!r.speculative) return 0;
   // A step yields at most k + 1 tokens; drafting past max_tokens is wasted work.
-  int32_t useful = r.request.max_tokens - r.usage.completion_tokens - 1;
+  int32_t useful = r.request.max_tokens - r.usage.completion_tokens - more_tokens - 1;
   // The verifier feeds the pending token plus k nodes after the committed history.
-  if (max_context_ > 0) useful = std::min(useful, max_context_ - static_cast<int32_t>(r.history.size()));
+  const int32_t context = static_cast<int32_t>(r.history.size()) + more_tokens;
+  if (max_context_ > 0) useful = std::min(useful, max_context_ - context);
   return std::clamp(useful, 0, max_k);
 }
 
@@ -126,6 +130,26 @@ int32_t RouterCore::DraftCatchUp(const Active& r) const {
   return std::max(0, size - std::max(r.drafted_through, it->second));
 }
 
+PolicyRequest RouterCore::PolicyRequestFor(const Active& r, int32_t max_k,
+                                           const std::vector<int32_t>* assumed) const {
+  const int32_t more = assumed != nullptr ? static_cast<int32_t>(assumed->size()) : 0;
+  PolicyRequest p;
+  p.id = r.id;
+  p.context_tokens = static_cast<int32_t>(r.history.size()) + more;
+  p.prompt_tokens = r.prompt_len;
+  p.speculative = r.speculative;
+  p.pool = r.pool;
+  p.acceptance = tracker_.Request(r.id, r.pool);
+  p.max_useful_k = UsefulK(r, max_k, more);
+  // A step that drafted leaves its drafter caught up (drafted_through: ApplyResults).
+  p.draft_catch_up = assumed != nullptr ? 0 : DraftCatchUp(r);
+  p.remaining_tokens = std::max(0, r.request.max_tokens - r.usage.completion_tokens - more);
+  p.greedy = r.request.sampling.greedy();
+  p.history = r.history;
+  p.must_run = r.sat_out_steps >= std::max(options_.max_sit_out_steps, 0);
+  return p;
+}
+
 void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats* stats) {
   const size_t n = ready.size();
   PolicyInput input;
@@ -136,24 +160,10 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
   input.requests.reserve(n);
   std::vector<int32_t> useful(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    Active* r = ready[i];
-    PolicyRequest p;
-    p.id = r->id;
-    p.context_tokens = static_cast<int32_t>(r->history.size());
-    p.prompt_tokens = r->prompt_len;
-    p.speculative = r->speculative;
-    p.pool = r->pool;
-    p.acceptance = tracker_.Request(r->id, r->pool);
-    useful[i] = UsefulK(*r, plan->max_k);
-    p.max_useful_k = useful[i];
-    p.draft_catch_up = DraftCatchUp(*r);
-    p.remaining_tokens = std::max(0, r->request.max_tokens - r->usage.completion_tokens);
-    p.greedy = r->request.sampling.greedy();
-    p.history = r->history;
-    p.must_run = r->sat_out_steps >= std::max(options_.max_sit_out_steps, 0);
-    input.requests.push_back(std::move(p));
+    input.requests.push_back(PolicyRequestFor(*ready[i], plan->max_k));
+    useful[i] = input.requests.back().max_useful_k;
   }
-  std::vector<ProposalChoice> decided = policy_->DecideProposals(input);
+  std::vector<ProposalChoice> decided = DecideProposals(input, stats);
   decided.resize(n, ProposalChoice{});
 
   // Who runs: a request sits out only when the policy says so and it may (router_core.h); at

@@ -95,7 +95,11 @@ class SmartSpecPolicy : public SpeculationPolicy {
   explicit SmartSpecPolicy(Config config) : config_(config) {}
   std::string Name() const override { return "smartspec"; }
   std::vector<int32_t> Decide(const PolicyInput& input) override;
+  // RecordProposals(PriceProposals(input)).
   std::vector<ProposalChoice> DecideProposals(const PolicyInput& input) override;
+  bool PricesAhead() const override { return true; }
+  std::unique_ptr<PricedProposals> PriceProposals(const PolicyInput& input) const override;
+  std::vector<ProposalChoice> RecordProposals(std::unique_ptr<PricedProposals> priced) override;
   bool SpeculateNewRequest() override;
   bool ResumeSpeculation() override;
   // Admission is the prefill-disabling judgement, made on the steady state (see Decide).
@@ -104,10 +108,24 @@ class SmartSpecPolicy : public SpeculationPolicy {
   double ZeroFraction() const;
 
  private:
+  // Decide's chains before its bookkeeping: each request's k (kSitOut past the batch prefix
+  // chosen), how many run, the k each speculative one that runs adds to the histogram, and
+  // prefill disabling's signal (whether the steady state would draft nothing).
+  struct ChainPlan {
+    std::vector<int32_t> k;
+    size_t run = 0;
+    std::vector<int32_t> counted_k;
+    bool nothing = false;
+  };
+  struct Priced;
   double ChainAcceptance(const PolicyInput& input, const PolicyRequest& r) const;
-  std::vector<ProposalChoice> DecideShapes(const PolicyInput& input);
-  // Chains of one for the plain-decoding requests of pools not yet measured (see above).
-  void Explore(const PolicyInput& input, std::vector<ProposalChoice>* choices);
+  ChainPlan PriceChains(const PolicyInput& input) const;
+  void RecordChains(const ChainPlan& plan);
+  // The chains, then a tree for each request where one beats its chain for the batch.
+  std::vector<ProposalChoice> PriceShapes(const PolicyInput& input, const std::vector<int32_t>& k) const;
+  // Chains of one for the plain-decoding requests of pools not yet measured (see above); how
+  // many it gave.
+  int64_t Explore(const PolicyInput& input, std::vector<ProposalChoice>* choices) const;
   Config config_;
   std::deque<bool> proposed_nothing_;
   std::map<int32_t, int64_t> k_histogram_;

@@ -15,7 +15,7 @@ double SmartSpecPolicy::ChainAcceptance(const PolicyInput& input, const PolicyRe
   return config_.per_request || input.acceptance == nullptr ? r.acceptance : input.acceptance->Pool(r.pool);
 }
 
-std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
+SmartSpecPolicy::ChainPlan SmartSpecPolicy::PriceChains(const PolicyInput& input) const {
   const int32_t v = std::min(config_.max_k, input.max_k);
   std::vector<GoodputItem> items;
   items.reserve(input.requests.size());
@@ -31,7 +31,8 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
     any_speculative |= item.speculative;
     items.push_back(std::move(item));
   }
-  if (items.empty()) return {};
+  ChainPlan plan;
+  if (items.empty()) return plan;
   const LatencyModel fallback;
   const LatencyModel& model = input.latency != nullptr ? *input.latency : fallback;
 
@@ -46,10 +47,6 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
       BestFcfsPrefix(model, items, any_speculative ? v : 0, min_size, config_.per_request);
   std::vector<int32_t> k = choice.k;
   const size_t run = static_cast<size_t>(choice.size);
-  if (run < items.size()) {
-    ++short_prefix_steps_;
-    sat_out_ += static_cast<int64_t>(items.size() - run);
-  }
   bool all_speculative = true;
   for (size_t i = 0; i < run; ++i) all_speculative &= items[i].speculative;
   // The prefill-disabling signal is "would speculation pay for this batch if everyone could
@@ -77,15 +74,33 @@ std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
     const std::vector<int32_t> would = goodput.BestUniform();
     nothing = std::all_of(would.begin(), would.end(), [](int32_t x) { return x == 0; });
   }
-  proposed_nothing_.push_back(nothing);
+  for (size_t i = 0; i < run; ++i) {
+    if (items[i].speculative) plan.counted_k.push_back(k[i]);
+  }
+  for (size_t i = run; i < k.size(); ++i) k[i] = kSitOut;
+  plan.k = std::move(k);
+  plan.run = run;
+  plan.nothing = nothing;
+  return plan;
+}
+
+void SmartSpecPolicy::RecordChains(const ChainPlan& plan) {
+  if (plan.k.empty()) return;  // no requests: no step
+  if (plan.run < plan.k.size()) {
+    ++short_prefix_steps_;
+    sat_out_ += static_cast<int64_t>(plan.k.size() - plan.run);
+  }
+  proposed_nothing_.push_back(plan.nothing);
   while (static_cast<int32_t>(proposed_nothing_.size()) > std::max(config_.prefill_window, 1)) {
     proposed_nothing_.pop_front();
   }
-  for (size_t i = 0; i < run; ++i) {
-    if (items[i].speculative) ++k_histogram_[k[i]];
-  }
-  for (size_t i = run; i < k.size(); ++i) k[i] = kSitOut;
-  return k;
+  for (int32_t k : plan.counted_k) ++k_histogram_[k];
+}
+
+std::vector<int32_t> SmartSpecPolicy::Decide(const PolicyInput& input) {
+  ChainPlan plan = PriceChains(input);
+  RecordChains(plan);
+  return std::move(plan.k);
 }
 
 double SmartSpecPolicy::ZeroFraction() const {
@@ -110,14 +125,39 @@ std::vector<ProposalChoice> TreeShapes(int32_t max_depth, int32_t max_nodes) {
 
 }  // namespace
 
+struct SmartSpecPolicy::Priced : PricedProposals {
+  ChainPlan chains;
+  int64_t explored = 0;
+};
+
 std::vector<ProposalChoice> SmartSpecPolicy::DecideProposals(const PolicyInput& input) {
-  std::vector<ProposalChoice> choices = DecideShapes(input);
-  Explore(input, &choices);
-  return choices;
+  return RecordProposals(PriceProposals(input));
 }
 
-void SmartSpecPolicy::Explore(const PolicyInput& input, std::vector<ProposalChoice>* choices) {
-  if (config_.explore_verifications <= 0 || input.acceptance == nullptr) return;
+std::unique_ptr<PricedProposals> SmartSpecPolicy::PriceProposals(const PolicyInput& input) const {
+  auto priced = std::make_unique<Priced>();
+  priced->chains = PriceChains(input);
+  priced->choices = PriceShapes(input, priced->chains.k);
+  priced->explored = Explore(input, &priced->choices);
+  return priced;
+}
+
+std::vector<ProposalChoice> SmartSpecPolicy::RecordProposals(std::unique_ptr<PricedProposals> priced) {
+  // Only this policy's PriceProposals makes the decisions it is given.
+  auto& mine = static_cast<Priced&>(*priced);
+  RecordChains(mine.chains);
+  for (const ProposalChoice& choice : mine.choices) {
+    if (!choice.tree()) continue;
+    ++tree_choices_;
+    ++shape_histogram_[std::to_string(choice.depth) + ":" + std::to_string(choice.nodes)];
+  }
+  explored_ += mine.explored;
+  return std::move(mine.choices);
+}
+
+int64_t SmartSpecPolicy::Explore(const PolicyInput& input, std::vector<ProposalChoice>* choices) const {
+  if (config_.explore_verifications <= 0 || input.acceptance == nullptr) return 0;
+  int64_t explored = 0;
   const LatencyModel fallback;
   const LatencyModel& model = input.latency != nullptr ? *input.latency : fallback;
   for (size_t i = 0; i < choices->size() && i < input.requests.size(); ++i) {
@@ -134,12 +174,13 @@ void SmartSpecPolicy::Explore(const PolicyInput& input, std::vector<ProposalChoi
     if (alone.Goodput(one) <= alone.Goodput(plain)) continue;
     c = ProposalChoice::Chain(1);
     c.expected_tokens = ExpectedChainLength(ChainAcceptance(input, r), 1);
-    ++explored_;
+    ++explored;
   }
+  return explored;
 }
 
-std::vector<ProposalChoice> SmartSpecPolicy::DecideShapes(const PolicyInput& input) {
-  const std::vector<int32_t> k = Decide(input);
+std::vector<ProposalChoice> SmartSpecPolicy::PriceShapes(const PolicyInput& input,
+                                                         const std::vector<int32_t>& k) const {
   std::vector<ProposalChoice> choices;
   for (size_t i = 0; i < k.size(); ++i) {
     ProposalChoice chain = ProposalChoice::Chain(k[i]);
@@ -214,10 +255,6 @@ std::vector<ProposalChoice> SmartSpecPolicy::DecideShapes(const PolicyInput& inp
     depth[i] = chosen.tree() ? chosen.depth : chain_depth;
     verified[i] = chosen.tree() ? chosen.nodes : chain_verified;
     tokens[i] = chosen.tree() ? chosen.expected_tokens : chain_tokens;
-    if (chosen.tree()) {
-      ++tree_choices_;
-      ++shape_histogram_[std::to_string(chosen.depth) + ":" + std::to_string(chosen.nodes)];
-    }
   }
   return choices;
 }

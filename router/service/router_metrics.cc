@@ -207,6 +207,7 @@ nlohmann::json RouterMetrics::ServerInfoJson(const ServerInfo& core_info) const 
       {"draft_ahead_used", core_info.draft_ahead_used},
       {"draft_ahead_dropped", core_info.draft_ahead_dropped},
       {"draft_ahead_alternatives_held", core_info.draft_ahead_alternatives_held},
+      {"decisions_made_ahead", core_info.decisions_made_ahead},
       {"draft_seconds", core_info.draft_seconds_total},
       {"hidden_draft_seconds", core_info.hidden_draft_seconds_total},
       {"hidden_share", core_info.draft_seconds_total > 0

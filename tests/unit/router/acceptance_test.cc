@@ -133,4 +133,45 @@ TEST(AcceptanceTest, StaleEstimatesDriftBackToThePrior) {
 }
 
 }  // namespace
+// A copy holds the same estimates and learns apart from its original, whatever the estimator:
+// the copy's next step is the step a tracker that saw everything took, and the original's
+// estimates stay as they were.
+TEST(AcceptanceTest, ACopiedTrackerLearnsApartFromItsOriginal) {
+  for (const char* kind : {"window", "ema", "mle"}) {
+    AcceptanceConfig config;
+    config.global.kind = kind;
+    config.stale_after_steps = 3;
+    AcceptanceTracker original(config), whole(config);
+    const std::vector<AcceptanceTracker::Observation> first = {{1, "a", {4, 3}}, {2, "b", {2, 0}}};
+    const std::vector<AcceptanceTracker::Observation> second = {{1, "a", {4, 4}}, {3, "a", {3, 1}}};
+    for (int i = 0; i < 5; ++i) {
+      original.ObserveStep(first);
+      whole.ObserveStep(first);
+    }
+    const double pool_a = original.Pool("a"), pool_b = original.Pool("b"), request_1 = original.Request(1, "a");
+    AcceptanceTracker copy = original;
+    EXPECT_EQ(copy.Pool("a"), pool_a) << kind;
+    EXPECT_EQ(copy.Request(2, "b"), original.Request(2, "b")) << kind;
+    for (int i = 0; i < 4; ++i) {
+      copy.ObserveStep(second);
+      whole.ObserveStep(second);
+    }
+    for (const char* pool : {"a", "b"}) {
+      EXPECT_EQ(copy.Pool(pool), whole.Pool(pool)) << kind << " " << pool;
+      EXPECT_EQ(copy.PoolVerifications(pool), whole.PoolVerifications(pool)) << kind << " " << pool;
+    }
+    EXPECT_EQ(copy.Global(), whole.Global()) << kind;
+    for (spec::RequestId id : {1, 2, 3}) EXPECT_EQ(copy.Request(id, "a"), whole.Request(id, "a")) << kind;
+    EXPECT_EQ(copy.MeanAcceptLength(), whole.MeanAcceptLength()) << kind;
+    EXPECT_NE(copy.Pool("a"), pool_a) << kind;  // the second steps moved it
+    EXPECT_EQ(original.Pool("a"), pool_a) << kind;
+    EXPECT_EQ(original.Pool("b"), pool_b) << kind;
+    EXPECT_EQ(original.Request(1, "a"), request_1) << kind;
+    EXPECT_EQ(original.RequestVerifications(3, "a"), 0) << kind;
+    // Assigned over, a tracker takes the other's estimates whole.
+    original = copy;
+    EXPECT_EQ(original.Pool("a"), whole.Pool("a")) << kind;
+  }
+}
+
 }  // namespace splitspec::router

@@ -363,6 +363,99 @@ TEST(SmartSpecExploreTest, ADrafterThatCouldNeverPayIsNotExplored) {
   EXPECT_FALSE(MakePolicy("smartspec", {{"explore_verifications", -1}}).ok());
 }
 
+// The router prices a step ahead (PriceProposals) and takes the decision later, or never
+// (RecordProposals): pricing alone leaves the policy as it was, and pricing then recording is
+// DecideProposals, bookkeeping included, whichever paths a decision takes (trees, a chain of
+// one to measure a pool, requests left out of the batch, prefill disabling's window).
+TEST(SmartSpecPriceAheadTest, PricingChangesNothingAndRecordingItIsDeciding) {
+  TreeAcceptance trees;
+  for (int i = 0; i < 200; ++i) {
+    for (int nodes : {8, 12, 16}) trees.Observe("p", 4, nodes, 4, true);
+  }
+  LatencyModel tree_latency;
+  tree_latency.set_target(ForwardCoefficients{0.0, 1e-6, 0.01});
+  PolicyInput tree_step = Batch(2);
+  for (PolicyRequest& r : tree_step.requests) {
+    r.pool = "p";
+    r.acceptance = 0.3;
+  }
+  tree_step.latency = &tree_latency;
+  tree_step.tree_acceptance = &trees;
+
+  const LatencyModel costly_drafter = CostlyDrafterModel(0.0008);
+  AcceptanceTracker tracker;
+  PolicyInput explore_step = Batch(2);
+  for (PolicyRequest& r : explore_step.requests) {
+    r.pool = "p";
+    r.acceptance = 0.6;
+    r.remaining_tokens = 100;
+  }
+  explore_step.latency = &costly_drafter;
+  explore_step.acceptance = &tracker;
+
+  // Three short contexts and a long one behind them, on a target whose context reads cost: the
+  // long one is left out.
+  LatencyModel context_latency;
+  context_latency.set_target({1e-5, 1e-4, 1e-3});
+  context_latency.set_drafter("default", DrafterCost{false, {0, 1e-5, 1e-4}, 0});
+  context_latency.set_rpc_seconds(0);
+  PolicyInput tail_step = Batch(4, 4);
+  for (PolicyRequest& r : tail_step.requests) {
+    r.pool = "default";
+    r.acceptance = 0.8;
+    r.remaining_tokens = 100;
+    r.must_run = false;
+  }
+  tail_step.requests[0].must_run = true;
+  tail_step.requests[3].context_tokens = 4000;
+  tail_step.latency = &context_latency;
+
+  PolicyInput plain_step = tail_step;
+  for (PolicyRequest& r : plain_step.requests) r.speculative = false;
+
+  auto deciding = MakePolicy("smartspec", {});
+  auto pricing = MakePolicy("smartspec", {});
+  ASSERT_TRUE(deciding.ok() && pricing.ok());
+  EXPECT_TRUE((*pricing)->PricesAhead());
+  for (int round = 0; round < 3; ++round) {
+    for (const PolicyInput* step : {&tree_step, &explore_step, &tail_step, &plain_step}) {
+      const std::vector<ProposalChoice> decided = (*deciding)->DecideProposals(*step);
+      const nlohmann::json before = (*pricing)->Describe();
+      std::unique_ptr<PricedProposals> priced = (*pricing)->PriceProposals(*step);
+      ASSERT_NE(priced, nullptr);
+      EXPECT_EQ((*pricing)->Describe(), before);
+      // A decision priced and dropped (the step did not come as assumed) leaves no trace.
+      ASSERT_NE((*pricing)->PriceProposals(*step), nullptr);
+      const std::vector<ProposalChoice> recorded = (*pricing)->RecordProposals(std::move(priced));
+      ASSERT_EQ(recorded.size(), decided.size());
+      for (size_t i = 0; i < decided.size(); ++i) {
+        EXPECT_EQ(recorded[i].depth, decided[i].depth) << i;
+        EXPECT_EQ(recorded[i].nodes, decided[i].nodes) << i;
+        EXPECT_EQ(recorded[i].expected_tokens, decided[i].expected_tokens) << i;
+      }
+      EXPECT_EQ((*pricing)->Describe(), (*deciding)->Describe());
+    }
+  }
+  // Every kind of bookkeeping was exercised.
+  const nlohmann::json state = (*pricing)->Describe();
+  EXPECT_GT(state["tree_request_steps"].get<int64_t>(), 0);
+  EXPECT_GT(state["explored_request_steps"].get<int64_t>(), 0);
+  EXPECT_GT(state["sat_out_request_steps"].get<int64_t>(), 0);
+  EXPECT_GT(state["short_prefix_steps"].get<int64_t>(), 0);
+  EXPECT_GT(state["recent_zero_fraction"].get<double>(), 0);
+  EXPECT_FALSE(state["k_histogram"].empty());
+}
+
+// Policies that price only when deciding say so.
+TEST(PriceAheadTest, OtherPoliciesDoNotPriceAhead) {
+  for (const char* name : {"none", "static:3", "sglang-tiers", "analytical", "fsm"}) {
+    auto policy = MakePolicy(name, {});
+    ASSERT_TRUE(policy.ok()) << name;
+    EXPECT_FALSE((*policy)->PricesAhead()) << name;
+    EXPECT_EQ((*policy)->PriceProposals(Batch(2)), nullptr) << name;
+  }
+}
+
 TEST(StaticPolicyTest, NonSpeculativeRequestsGetZero) {
   StaticPolicy p(4);
   PolicyInput in = Batch(3);
