@@ -1,6 +1,7 @@
 // Decisions of each policy: tiers' gates, FSM rules, analytical window, factory errors.
 #include "router/policies/policies.h"
 
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -18,6 +19,17 @@ PolicyInput Batch(int n, int max_k = 8) {
     r.speculative = true;
     r.max_useful_k = max_k;
     in.requests.push_back(r);
+  }
+  return in;
+}
+
+// n requests of one drafter pool at one acceptance estimate.
+PolicyInput PoolBatch(int n, const std::string& pool, double acceptance, int32_t remaining_tokens = 0) {
+  PolicyInput in = Batch(n);
+  for (PolicyRequest& r : in.requests) {
+    r.pool = pool;
+    r.acceptance = acceptance;
+    r.remaining_tokens = remaining_tokens;
   }
   return in;
 }
@@ -256,11 +268,7 @@ TEST(SmartSpecTreesTest, ChoosesTreesWhenTheyPayAndChainsWhenOff) {
   for (int i = 0; i < 200; ++i) {
     for (int nodes : {8, 12, 16}) trees.Observe("p", 4, nodes, 4, true);
   }
-  PolicyInput in = Batch(2);
-  for (PolicyRequest& r : in.requests) {
-    r.pool = "p";
-    r.acceptance = 0.3;
-  }
+  PolicyInput in = PoolBatch(2, "p", 0.3);
   in.latency = &latency;
   in.tree_acceptance = &trees;
   auto on = MakePolicy("smartspec", {});
@@ -280,11 +288,7 @@ TEST(SmartSpecTreesTest, ALearntBatchResidualPricesBigTreesOut) {
     for (int nodes : {8, 12, 16}) trees.Observe("p", 4, nodes, 4, true);
   }
   auto decide = [&](const LatencyModel& latency) {
-    PolicyInput in = Batch(2);
-    for (PolicyRequest& r : in.requests) {
-      r.pool = "p";
-      r.acceptance = 0.3;
-    }
+    PolicyInput in = PoolBatch(2, "p", 0.3);
     in.latency = &latency;
     in.tree_acceptance = &trees;
     auto policy = MakePolicy("smartspec", {});
@@ -323,12 +327,7 @@ std::vector<int32_t> Depths(const std::vector<ProposalChoice>& choices) {
 TEST(SmartSpecExploreTest, AnUnmeasuredPoolGetsAChainOfOneUntilItHasBeenMeasured) {
   const LatencyModel latency = CostlyDrafterModel(0.0008);
   AcceptanceTracker tracker;
-  PolicyInput in = Batch(2);
-  for (PolicyRequest& r : in.requests) {
-    r.pool = "p";
-    r.acceptance = 0.6;
-    r.remaining_tokens = 100;
-  }
+  PolicyInput in = PoolBatch(2, "p", 0.6, 100);
   in.latency = &latency;
   in.acceptance = &tracker;
   auto off = MakePolicy("smartspec", {{"explore_verifications", 0}});
@@ -374,22 +373,13 @@ TEST(SmartSpecPriceAheadTest, PricingChangesNothingAndRecordingItIsDeciding) {
   }
   LatencyModel tree_latency;
   tree_latency.set_target(ForwardCoefficients{0.0, 1e-6, 0.01});
-  PolicyInput tree_step = Batch(2);
-  for (PolicyRequest& r : tree_step.requests) {
-    r.pool = "p";
-    r.acceptance = 0.3;
-  }
+  PolicyInput tree_step = PoolBatch(2, "p", 0.3);
   tree_step.latency = &tree_latency;
   tree_step.tree_acceptance = &trees;
 
   const LatencyModel costly_drafter = CostlyDrafterModel(0.0008);
   AcceptanceTracker tracker;
-  PolicyInput explore_step = Batch(2);
-  for (PolicyRequest& r : explore_step.requests) {
-    r.pool = "p";
-    r.acceptance = 0.6;
-    r.remaining_tokens = 100;
-  }
+  PolicyInput explore_step = PoolBatch(2, "p", 0.6, 100);
   explore_step.latency = &costly_drafter;
   explore_step.acceptance = &tracker;
 
@@ -399,11 +389,10 @@ TEST(SmartSpecPriceAheadTest, PricingChangesNothingAndRecordingItIsDeciding) {
   context_latency.set_target({1e-5, 1e-4, 1e-3});
   context_latency.set_drafter("default", DrafterCost{false, {0, 1e-5, 1e-4}, 0});
   context_latency.set_rpc_seconds(0);
-  PolicyInput tail_step = Batch(4, 4);
+  PolicyInput tail_step = PoolBatch(4, "default", 0.8, 100);
+  tail_step.max_k = 4;
   for (PolicyRequest& r : tail_step.requests) {
-    r.pool = "default";
-    r.acceptance = 0.8;
-    r.remaining_tokens = 100;
+    r.max_useful_k = 4;
     r.must_run = false;
   }
   tail_step.requests[0].must_run = true;
