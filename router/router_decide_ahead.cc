@@ -8,14 +8,14 @@
 // known but for the outcome: if the drafts' hypotheses hold, each request's context grows by
 // its chain and guess, its drafter is caught up, and nothing else about the batch changes. So
 // beside the verify call, once the drafts made ahead are in, the policy prices that step
-// (SpeculationPolicy::PriceProposals, which changes nothing in it). The next step compares
-// its real inputs with the assumed ones, request by request, and takes the priced decision
-// (RecordProposals: the policy's bookkeeping) only where every field the decision reads but
-// the estimates is equal; otherwise (a miss, a new request, one that finished or sat out) it
-// decides as usual. The priced decision sees the acceptance estimates that outcome leaves
-// (every chain accepted whole), as a decision taken after the answer would; what it does not see
-// is the step's time, so its latency model is one refit older. Output is unaffected: a
-// decision only chooses what to draft.
+// (SpeculationPolicy::PriceProposals, which changes nothing in it), on the acceptance estimates
+// that outcome leaves (every chain accepted whole), as a decision taken after the answer would.
+// The next step compares its real inputs with the assumed ones, request by request, and takes
+// the priced decision (RecordProposals: the policy's bookkeeping) only where they are equal;
+// otherwise (a miss, a new request, one that finished or sat out) it decides as usual. What the
+// priced decision does not see is the step's time: its latency model is one refit older.
+// Output is unaffected: a decision only chooses what to draft.
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -26,9 +26,11 @@ namespace splitspec::router {
 namespace {
 
 // Whether `input` is the step `priced_for` assumed: the same requests in the same order, alike
-// in every field a decision reads, the acceptance estimates (which the step's observation moves)
-// and the histories (which the contexts stand for) aside.
-bool SameStepAsPriced(const std::vector<PolicyRequest>& priced_for, int32_t priced_max_k, const PolicyInput& input) {
+// in every field a decision reads, histories included (a chain accepted whole may still end in
+// a token other than the guess). The acceptance estimates follow: a context as long as assumed
+// means the whole chain was accepted, as priced.
+bool SameStepAsPriced(const std::vector<PolicyRequest>& priced_for, int32_t priced_max_k,
+                      const PolicyInput& input) {
   if (input.max_k != priced_max_k || input.requests.size() != priced_for.size()) return false;
   for (size_t i = 0; i < priced_for.size(); ++i) {
     const PolicyRequest& a = priced_for[i];
@@ -36,7 +38,8 @@ bool SameStepAsPriced(const std::vector<PolicyRequest>& priced_for, int32_t pric
     if (a.id != b.id || a.context_tokens != b.context_tokens || a.prompt_tokens != b.prompt_tokens ||
         a.speculative != b.speculative || a.pool != b.pool || a.max_useful_k != b.max_useful_k ||
         a.draft_catch_up != b.draft_catch_up || a.remaining_tokens != b.remaining_tokens || a.greedy != b.greedy ||
-        a.must_run != b.must_run) {
+        a.must_run != b.must_run ||
+        !std::equal(a.history.begin(), a.history.end(), b.history.begin(), b.history.end())) {
       return false;
     }
   }
