@@ -123,26 +123,7 @@ AcceptanceTracker::AcceptanceTracker(AcceptanceConfig config) : config_(std::mov
     config_.global = EstimatorConfig{};
     made = MakeEstimator(config_.global);
   }
-  global_ = std::move(*made);
-}
-
-AcceptanceTracker::AcceptanceTracker(const AcceptanceTracker& other) { *this = other; }
-
-AcceptanceTracker& AcceptanceTracker::operator=(const AcceptanceTracker& other) {
-  if (this == &other) return *this;
-  config_ = other.config_;
-  global_ = other.global_->Clone();
-  pools_.clear();
-  for (const auto& [pool, estimator] : other.pools_) pools_[pool] = estimator->Clone();
-  pool_counts_ = other.pool_counts_;
-  step_ = other.step_;
-  global_last_step_ = other.global_last_step_;
-  pool_last_step_ = other.pool_last_step_;
-  requests_ = other.requests_;
-  request_counts_ = other.request_counts_;
-  global_totals_ = other.global_totals_;
-  pool_totals_ = other.pool_totals_;
-  return *this;
+  global_ = OwnedEstimator(std::move(*made));
 }
 
 void AcceptanceTracker::ObserveStep(const std::vector<Observation>& step) {
@@ -169,7 +150,7 @@ void AcceptanceTracker::ObserveStep(const std::vector<Observation>& step) {
   for (auto& [pool, v] : by_pool) {
     pool_last_step_[pool] = step_;
     auto& est = pools_[pool];
-    if (!est) est = std::move(*MakeEstimator(config_.global));
+    if (!est) est = OwnedEstimator(std::move(*MakeEstimator(config_.global)));
     est->ObserveStep(v);
     pool_counts_[pool] += static_cast<int64_t>(v.size());
   }

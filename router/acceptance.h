@@ -135,13 +135,9 @@ class AcceptanceTracker {
     Verification v;
   };
 
-  explicit AcceptanceTracker(AcceptanceConfig config = {});
   // A copy learns apart from its original: what the estimates would be after a step that has
   // not happened (RouterCore prices the next step ahead for its drafts' assumed outcome).
-  AcceptanceTracker(const AcceptanceTracker& other);
-  AcceptanceTracker& operator=(const AcceptanceTracker& other);
-  AcceptanceTracker(AcceptanceTracker&&) = default;
-  AcceptanceTracker& operator=(AcceptanceTracker&&) = default;
+  explicit AcceptanceTracker(AcceptanceConfig config = {});
 
   void ObserveStep(const std::vector<Observation>& step);
   void Forget(spec::RequestId id);
@@ -161,10 +157,28 @@ class AcceptanceTracker {
     int64_t steps = 0;
     int64_t tokens = 0;
   };
+  // An estimator owned by the tracker that a copy of the tracker clones.
+  class OwnedEstimator {
+   public:
+    OwnedEstimator() = default;
+    explicit OwnedEstimator(std::unique_ptr<AcceptanceEstimator> e) : e_(std::move(e)) {}
+    OwnedEstimator(const OwnedEstimator& o) : e_(o.e_ ? o.e_->Clone() : nullptr) {}
+    OwnedEstimator& operator=(const OwnedEstimator& o) {
+      if (this != &o) e_ = o.e_ ? o.e_->Clone() : nullptr;
+      return *this;
+    }
+    OwnedEstimator(OwnedEstimator&&) = default;
+    OwnedEstimator& operator=(OwnedEstimator&&) = default;
+    explicit operator bool() const { return e_ != nullptr; }
+    AcceptanceEstimator* operator->() const { return e_.get(); }
+
+   private:
+    std::unique_ptr<AcceptanceEstimator> e_;
+  };
   double Relax(std::optional<double> estimate, int64_t idle_steps, int64_t verifications) const;
   AcceptanceConfig config_;
-  std::unique_ptr<AcceptanceEstimator> global_;
-  std::map<std::string, std::unique_ptr<AcceptanceEstimator>> pools_;
+  OwnedEstimator global_;
+  std::map<std::string, OwnedEstimator> pools_;
   std::map<std::string, int64_t> pool_counts_;
   int64_t step_ = 0;
   int64_t global_last_step_ = 0;
