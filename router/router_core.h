@@ -342,10 +342,10 @@ class RouterCore {
   int32_t UsefulK(const Active& r, int32_t max_k, int32_t more_tokens = 0) const;
   // PolicyRequest::draft_catch_up for `r` with its current pool.
   int32_t DraftCatchUp(const Active& r) const;
-  // What the policy is told of r: as it is, or (`assumed`) once the tokens a draft made ahead
-  // assumes are committed, r's drafter holding them (router_decide_ahead.cc).
-  PolicyRequest PolicyRequestFor(const Active& r, int32_t max_k,
-                                 const std::vector<int32_t>* assumed = nullptr) const;
+  // What the policy is told of r: as it is, or once the `assumed_tokens` a draft made ahead
+  // assumes are committed, r's drafter holding them (router_decide_ahead.cc); its history is
+  // r's as it is.
+  PolicyRequest PolicyRequestFor(const Active& r, int32_t max_k, int32_t assumed_tokens = 0) const;
   void PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats* stats);
   // Decision made ahead (router_decide_ahead.cc): beside a verify call whose every request has
   // a draft made ahead, the policy prices the next step for the outcome those drafts assume;
@@ -500,12 +500,16 @@ class RouterCore {
   bool step_observed_ = false;
   int64_t draft_ahead_used_ = 0;
   int64_t decisions_made_ahead_ = 0;
-  // The next step's decision priced beside this step's verify call, and the requests it was
-  // priced for (with the histories it assumed, which their PolicyRequests view).
-  std::unique_ptr<PricedProposals> priced_ahead_;
-  std::vector<PolicyRequest> priced_ahead_for_;
-  std::vector<std::vector<int32_t>> priced_ahead_histories_;
-  int32_t priced_ahead_max_k_ = 0;
+  // The next step's decision priced beside this step's verify call (none: decision null), what
+  // its requests were assumed to be (their histories left out) and the tokens each was assumed
+  // to have gained.
+  struct PricedAhead {
+    std::unique_ptr<PricedProposals> decision;
+    std::vector<PolicyRequest> requests;
+    std::vector<std::vector<int32_t>> gained;
+    int32_t max_k = 0;
+  };
+  PricedAhead priced_ahead_;
   int64_t draft_ahead_dropped_ = 0;
   int64_t draft_ahead_alternatives_held_ = 0;
   double draft_seconds_total_ = 0;

@@ -25,21 +25,23 @@
 namespace splitspec::router {
 namespace {
 
-// Whether `input` is the step `priced_for` assumed: the same requests in the same order, alike
-// in every field a decision reads, histories included (a chain accepted whole may still end in
-// a token other than the guess). The acceptance estimates follow: a context as long as assumed
-// means the whole chain was accepted, as priced.
-bool SameStepAsPriced(const std::vector<PolicyRequest>& priced_for, int32_t priced_max_k,
-                      const PolicyInput& input) {
-  if (input.max_k != priced_max_k || input.requests.size() != priced_for.size()) return false;
-  for (size_t i = 0; i < priced_for.size(); ++i) {
-    const PolicyRequest& a = priced_for[i];
+// Whether `input` is the step `priced` assumed: the same requests in the same order, alike in
+// every field a decision reads, and each history ending in the tokens it was assumed to gain (a
+// chain accepted whole may still end in a token other than the guess). With the context as
+// long as assumed, the history before those tokens is the one priced: histories only grow. The
+// acceptance estimates follow too: a context as long as assumed means the whole chain was
+// accepted, as priced.
+bool SameStepAsPriced(const std::vector<PolicyRequest>& priced, const std::vector<std::vector<int32_t>>& gained,
+                      int32_t priced_max_k, const PolicyInput& input) {
+  if (input.max_k != priced_max_k || input.requests.size() != priced.size()) return false;
+  for (size_t i = 0; i < priced.size(); ++i) {
+    const PolicyRequest& a = priced[i];
     const PolicyRequest& b = input.requests[i];
     if (a.id != b.id || a.context_tokens != b.context_tokens || a.prompt_tokens != b.prompt_tokens ||
         a.speculative != b.speculative || a.pool != b.pool || a.max_useful_k != b.max_useful_k ||
         a.draft_catch_up != b.draft_catch_up || a.remaining_tokens != b.remaining_tokens || a.greedy != b.greedy ||
-        a.must_run != b.must_run ||
-        !std::equal(a.history.begin(), a.history.end(), b.history.begin(), b.history.end())) {
+        a.must_run != b.must_run || b.history.size() < gained[i].size() ||
+        !std::equal(gained[i].begin(), gained[i].end(), b.history.end() - gained[i].size())) {
       return false;
     }
   }
@@ -49,7 +51,7 @@ bool SameStepAsPriced(const std::vector<PolicyRequest>& priced_for, int32_t pric
 }  // namespace
 
 void RouterCore::PriceNextStepAhead(const StepPlan& plan, const std::vector<AheadCall>& ahead) {
-  priced_ahead_.reset();
+  priced_ahead_.decision.reset();
   if (!policy_->PricesAhead()) return;
   // Each request's hypothesis, from its draft made ahead; a request without one has no known
   // outcome to price for.
@@ -81,25 +83,27 @@ void RouterCore::PriceNextStepAhead(const StepPlan& plan, const std::vector<Ahea
   input.latency = &latency_;
   input.acceptance = &after;
   input.tree_acceptance = &tree_acceptance_;
-  priced_ahead_histories_.resize(plan.batch.size());
+  std::vector<std::vector<int32_t>> histories(plan.batch.size());  // as assumed, while priced
+  priced_ahead_.gained.assign(plan.batch.size(), {});
   for (size_t i = 0; i < plan.batch.size(); ++i) {
     const Active& r = *plan.batch[i];
-    PolicyRequest p = PolicyRequestFor(r, plan.max_k, assumed[i]);
+    PolicyRequest p = PolicyRequestFor(r, plan.max_k, static_cast<int32_t>(assumed[i]->size()));
     p.acceptance = after.Request(r.id, r.pool);
-    std::vector<int32_t>& history = priced_ahead_histories_[i];
-    history.assign(r.history.begin(), r.history.end());
-    history.insert(history.end(), assumed[i]->begin(), assumed[i]->end());
-    p.history = history;
+    histories[i].assign(r.history.begin(), r.history.end());
+    histories[i].insert(histories[i].end(), assumed[i]->begin(), assumed[i]->end());
+    p.history = histories[i];
+    priced_ahead_.gained[i] = *assumed[i];
     input.requests.push_back(std::move(p));
   }
-  priced_ahead_ = policy_->PriceProposals(input);
-  priced_ahead_for_ = std::move(input.requests);
-  priced_ahead_max_k_ = plan.max_k;
+  priced_ahead_.decision = policy_->PriceProposals(input);
+  for (PolicyRequest& p : input.requests) p.history = {};  // the histories go with this call
+  priced_ahead_.requests = std::move(input.requests);
+  priced_ahead_.max_k = plan.max_k;
 }
 
 std::vector<ProposalChoice> RouterCore::DecideProposals(const PolicyInput& input, StepStats* stats) {
-  std::unique_ptr<PricedProposals> priced = std::move(priced_ahead_);
-  if (priced != nullptr && SameStepAsPriced(priced_ahead_for_, priced_ahead_max_k_, input)) {
+  std::unique_ptr<PricedProposals> priced = std::move(priced_ahead_.decision);
+  if (priced != nullptr && SameStepAsPriced(priced_ahead_.requests, priced_ahead_.gained, priced_ahead_.max_k, input)) {
     stats->decided_ahead = true;
     return policy_->RecordProposals(std::move(priced));
   }

@@ -130,9 +130,8 @@ int32_t RouterCore::DraftCatchUp(const Active& r) const {
   return std::max(0, size - std::max(r.drafted_through, it->second));
 }
 
-PolicyRequest RouterCore::PolicyRequestFor(const Active& r, int32_t max_k,
-                                           const std::vector<int32_t>* assumed) const {
-  const int32_t more = assumed != nullptr ? static_cast<int32_t>(assumed->size()) : 0;
+PolicyRequest RouterCore::PolicyRequestFor(const Active& r, int32_t max_k, int32_t assumed_tokens) const {
+  const int32_t more = assumed_tokens;
   PolicyRequest p;
   p.id = r.id;
   p.context_tokens = static_cast<int32_t>(r.history.size()) + more;
@@ -142,7 +141,7 @@ PolicyRequest RouterCore::PolicyRequestFor(const Active& r, int32_t max_k,
   p.acceptance = tracker_.Request(r.id, r.pool);
   p.max_useful_k = UsefulK(r, max_k, more);
   // A step that drafted leaves its drafter caught up (drafted_through: ApplyResults).
-  p.draft_catch_up = assumed != nullptr ? 0 : DraftCatchUp(r);
+  p.draft_catch_up = more > 0 ? 0 : DraftCatchUp(r);
   p.remaining_tokens = std::max(0, r.request.max_tokens - r.usage.completion_tokens - more);
   p.greedy = r.request.sampling.greedy();
   p.history = r.history;
@@ -158,11 +157,7 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
   input.acceptance = &tracker_;
   input.tree_acceptance = &tree_acceptance_;
   input.requests.reserve(n);
-  std::vector<int32_t> useful(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    input.requests.push_back(PolicyRequestFor(*ready[i], plan->max_k));
-    useful[i] = input.requests.back().max_useful_k;
-  }
+  for (size_t i = 0; i < n; ++i) input.requests.push_back(PolicyRequestFor(*ready[i], plan->max_k));
   std::vector<ProposalChoice> decided = DecideProposals(input, stats);
   decided.resize(n, ProposalChoice{});
 
@@ -179,7 +174,7 @@ void RouterCore::PlanStep(std::vector<Active*> ready, StepPlan* plan, StepStats*
       ++j;
       ready[i]->sat_out_steps = 0;
       plan->batch.push_back(ready[i]);
-      int32_t depth = std::clamp(decided[i].depth, 0, useful[i]);
+      int32_t depth = std::clamp(decided[i].depth, 0, input.requests[i].max_useful_k);
       plan->wanted.push_back(depth);
       if (!decided[i].tree() && KeepsPipelineGoing(*ready[i], depth)) --depth;
       plan->k.push_back(depth);

@@ -505,7 +505,11 @@ struct DecidedRun {
   int64_t steps = 0;
 };
 
-DecidedRun RunContextChains(bool prices_ahead, bool work_inside_verify, double accuracy, int n_requests) {
+// `spoil_guesses`: every third draft ends in a wrong token, so that a step often accepts the
+// whole chain and then emits a token other than the guess: the context grows as assumed, the
+// history does not.
+DecidedRun RunContextChains(bool prices_ahead, bool work_inside_verify, double accuracy, int n_requests,
+                            bool spoil_guesses = false) {
   RouterOptions options;
   options.pipeline = true;
   Harness h("static:3", options);
@@ -517,10 +521,16 @@ DecidedRun RunContextChains(bool prices_ahead, bool work_inside_verify, double a
                                         std::move(policy), LatencyModel(), &h.clock);
   EXPECT_TRUE(h.core->Init().ok());
   std::vector<RequestId> ids;
+  int drafts = 0;
   for (int i = 0; i < n_requests; ++i) {
     auto id = h.Submit(Prompt(60 + i, 9 + i), 40 + 5 * i);
     EXPECT_TRUE(id.ok());
     ids.push_back(*id);
+    if (spoil_guesses) {
+      h.drafters[0]->spoil_drafts[*id] = [&drafts](spec::DraftProposal& d) {
+        if (++drafts % 3 == 0 && !d.tokens.empty()) d.tokens.back() = (d.tokens.back() + 1) % kFakeVocab;
+      };
+    }
   }
   h.RunUntilIdle();
   for (int i = 0; i < n_requests; ++i) {
@@ -535,7 +545,8 @@ DecidedRun RunContextChains(bool prices_ahead, bool work_inside_verify, double a
 // same run with and without pricing ahead takes every step's decision on the same input (the
 // histories the priced ones assumed and the acceptance estimates included), while the first takes many of them priced
 // ahead: every step's but the first when every draft lands, and some when some miss (one
-// request; with three, all three seldom hold at once). With drafts that never land, none.
+// request; with three, all three seldom hold at once), or when a whole chain is followed by a
+// token other than the guess. With drafts that never land, none.
 TEST(PipelineTest, ADecisionPricedAheadIsTakenOnlyForTheStepItAssumed) {
   for (const bool inside : {false, true}) {
     for (const int n : {1, 3}) {
@@ -556,6 +567,12 @@ TEST(PipelineTest, ADecisionPricedAheadIsTakenOnlyForTheStepItAssumed) {
       }
     }
     EXPECT_EQ(RunContextChains(/*prices_ahead=*/true, inside, 0.0, 1).recorded, 0);
+    // Whole chains with the wrong token after them: as long as assumed, not the history assumed.
+    const DecidedRun ahead = RunContextChains(/*prices_ahead=*/true, inside, 1.0, 1, /*spoil_guesses=*/true);
+    const DecidedRun decided = RunContextChains(/*prices_ahead=*/false, inside, 1.0, 1, /*spoil_guesses=*/true);
+    EXPECT_EQ(ahead.taken, decided.taken) << "inside " << inside << ", guesses spoilt";
+    EXPECT_GT(ahead.recorded, 0);
+    EXPECT_LT(ahead.recorded, ahead.steps - 2);
   }
 }
 
