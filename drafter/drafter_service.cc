@@ -105,6 +105,7 @@ grpc::Status DrafterService::Release(grpc::ServerContext*, const v1::ReleaseRequ
 grpc::Status DrafterService::GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*, v1::WorkerInfo* response) {
   std::lock_guard<std::mutex> lock(mu_);
   rpc::ToProto(core_->Info(), response);
+  response->set_step_port(step_port_.load());
   return grpc::Status::OK;
 }
 

@@ -7,6 +7,7 @@
 #ifndef SPLITSPEC_DRAFTER_DRAFTER_SERVICE_H_
 #define SPLITSPEC_DRAFTER_DRAFTER_SERVICE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,9 @@ class DrafterService final : public v1::Drafter::Service {
   // methods, another transport (Propose's protobuf messages or the compact encoding of
   // common/rpc/step_codec.h, its metrics recorded after the answer is sent; Release's messages).
   rpc::StepHandler StepHandler();
+  // The TCP port of the step socket serving StepHandler, which GetInfo reports (0 = none). Set
+  // once the server has bound it.
+  void set_step_port(int port) { step_port_.store(port); }
 
  private:
   // Propose's answer; what it leaves in `*record` (metrics and gauges, taking mu_ itself) is
@@ -52,6 +56,7 @@ class DrafterService final : public v1::Drafter::Service {
   metrics::WorkerMetrics* metrics_;  // not owned, may be null
   // Reclaims sessions whose lease ran out, a few times per lease period (none without leases).
   std::unique_ptr<rpc::PeriodicTask> reaper_;
+  std::atomic<int> step_port_{0};
 };
 
 }  // namespace splitspec::drafter

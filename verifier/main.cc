@@ -96,6 +96,9 @@ constexpr char kUsage[] =
     "  --enable-reflection      gRPC server reflection (off: it lists every method to any caller)\n"
     "  --step-socket on|off     with a unix:// --host and no TLS, also serve Verify on PATH.step, a\n"
     "                           plain socket with no thread hand-offs for a router on this host (on)\n"
+    "  --step-port P|0          with a TCP --host and no TLS, also serve Verify on a step socket at\n"
+    "                           this TCP port (0 = a free one), which GetInfo reports to routers;\n"
+    "                           plaintext, like the gRPC port without TLS (off by default)\n"
     "  --step-spin-us US        on the step socket, poll for the next request from US before to US\n"
     "                           after it is due (from the last gaps; up to 8x wider where they\n"
     "                           wandered), sleeping otherwise (300; 0 = always sleep)\n"
@@ -146,6 +149,7 @@ int Serve(splitspec::verifier::VerifierCore& core, const std::string& host, int 
   server_options.drain_timeout = absl::Seconds(drain);
   serving.ApplyTo(&server_options);
   server_options.step_handler = service.StepHandler();
+  server_options.on_step_port = [&service](int port) { service.set_step_port(port); };
   server_options.step_pickup_observer = (*pickup_metrics)->Observer();
   auto server = splitspec::rpc::Server::Start(server_options, {&service}, {"splitspec.v1.Verifier"});
   if (!server.ok()) {
@@ -162,6 +166,7 @@ int Serve(splitspec::verifier::VerifierCore& core, const std::string& host, int 
   if (!(*server)->step_socket_path().empty()) {
     std::printf("splitspec-verifier step socket %s\n", (*server)->step_socket_path().c_str());
   }
+  if ((*server)->step_port() != 0) std::printf("splitspec-verifier step socket on port %d\n", (*server)->step_port());
   std::fflush(stdout);
   const int signal_number = splitspec::rpc::WaitForTerminationSignal();
   std::fprintf(stderr, "splitspec-verifier: signal %d, draining\n", signal_number);

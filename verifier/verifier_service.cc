@@ -135,6 +135,7 @@ grpc::Status VerifierService::Release(grpc::ServerContext*, const v1::ReleaseReq
 grpc::Status VerifierService::GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*, v1::WorkerInfo* response) {
   std::lock_guard<std::mutex> lock(mu_);
   rpc::ToProto(core_->Info(), response);
+  response->set_step_port(step_port_.load());
   if (expose_model_path_) response->set_model_dir(core_->model_dir());
   return grpc::Status::OK;
 }

@@ -8,6 +8,7 @@
 #ifndef SPLITSPEC_VERIFIER_VERIFIER_SERVICE_H_
 #define SPLITSPEC_VERIFIER_VERIFIER_SERVICE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,9 @@ class VerifierService final : public v1::Verifier::Service {
   // methods, another transport (Verify's protobuf messages or the compact encoding of
   // common/rpc/step_codec.h, its metrics recorded after the answer is sent; Release's messages).
   rpc::StepHandler StepHandler();
+  // The TCP port of the step socket serving StepHandler, which GetInfo reports (0 = none). Set
+  // once the server has bound it.
+  void set_step_port(int port) { step_port_.store(port); }
 
  private:
   // Verify's answer; what it leaves in `*record` (metrics and gauges, taking mu_ itself) is run
@@ -62,6 +66,7 @@ class VerifierService final : public v1::Verifier::Service {
   metrics::WorkerMetrics* metrics_;  // not owned, may be null
   // Reclaims sessions whose lease ran out, a few times per lease period (none without leases).
   std::unique_ptr<rpc::PeriodicTask> reaper_;
+  std::atomic<int> step_port_{0};
   bool expose_model_path_ = false;
 };
 

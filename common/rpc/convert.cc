@@ -86,6 +86,7 @@ spec::WorkerInfo FromProto(const v1::WorkerInfo& proto) {
   info.live_sessions = proto.live_sessions();
   info.max_context_tokens = proto.max_context_tokens();
   info.held_tokens = proto.held_tokens();
+  info.step_port = proto.step_port();
   return info;
 }
 
@@ -99,6 +100,7 @@ void ToProto(const spec::WorkerInfo& info, v1::WorkerInfo* proto) {
   proto->set_live_sessions(info.live_sessions);
   proto->set_max_context_tokens(info.max_context_tokens);
   proto->set_held_tokens(info.held_tokens);
+  proto->set_step_port(info.step_port);
 }
 
 std::vector<spec::PrefillItem> FromProto(const v1::PrefillRequest& proto) {

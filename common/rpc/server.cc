@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/rpc/step_tcp.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace splitspec::rpc {
@@ -26,6 +27,22 @@ std::string WithPort(const std::string& address, int port) {
   const size_t colon = address.rfind(':');
   const std::string host = colon == std::string::npos ? address : address.substr(0, colon);
   return absl::StrCat(host, ":", port);
+}
+
+// The step socket `options` ask for beside the gRPC address: a Unix socket beside a unix://
+// address, a TCP port beside a TCP one; null when none is asked for.
+absl::StatusOr<std::unique_ptr<StepSocketServer>> StartStepSocket(const ServerOptions& options) {
+  constexpr int kMaxConnections = 16;
+  if (IsUnixSocket(options.address)) {
+    if (!options.step_socket) return std::unique_ptr<StepSocketServer>();
+    return StepSocketServer::Start(StepSocketPath(options.address), options.step_handler, kMaxConnections,
+                                   options.step_spin, options.step_pickup_observer);
+  }
+  if (options.step_port < 0 || !options.step_socket) return std::unique_ptr<StepSocketServer>();
+  absl::StatusOr<std::pair<std::string, int>> host_port = SplitHostPort(options.address);
+  if (!host_port.ok()) return host_port.status();
+  return StepSocketServer::StartTcp(host_port->first, options.step_port, options.step_handler, kMaxConnections,
+                                    options.step_spin, options.step_pickup_observer);
 }
 
 }  // namespace
@@ -106,6 +123,10 @@ class Server::HealthOnly final : public grpc::health::v1::Health::Service {
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
                                                       const std::vector<grpc::Service*>& services,
                                                       const std::vector<std::string>& service_names) {
+  if (IsUnixSocket(options.address) && options.step_port >= 0) {
+    return absl::InvalidArgumentError(
+        "a step port is for a TCP address; beside a Unix socket the step socket is its path plus .step");
+  }
   grpc::EnableDefaultHealthCheckService(true);
   // Process-wide: every server built after this offers reflection.
   if (options.reflection) {
@@ -146,12 +167,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     }
     out->health_port_ = health_port;
   }
-  if (options.step_handler && options.step_socket && IsUnixSocket(options.address) && !options.tls.enabled()) {
-    absl::StatusOr<std::unique_ptr<StepSocketServer>> step =
-        StepSocketServer::Start(StepSocketPath(options.address), options.step_handler,
-                                /*max_connections=*/16, options.step_spin, options.step_pickup_observer);
+  if (options.step_handler && !options.tls.enabled()) {
+    absl::StatusOr<std::unique_ptr<StepSocketServer>> step = StartStepSocket(options);
     if (!step.ok()) return step.status();
     out->step_server_ = *std::move(step);
+    if (out->step_port() != 0 && options.on_step_port) options.on_step_port(out->step_port());
   }
   out->SetHealth(true);
   return out;

@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,11 +49,16 @@ struct ServerOptions {
   int health_port = -1;
   // Server reflection (grpcurl): off unless asked for, it lists every method to anyone.
   bool reflection = false;
-  // The worker's per-step method on a step socket (step_socket_wire.h) at StepSocketPath(address)
-  // beside a unix:// address, for a router on the same host; not with TLS (the socket has
-  // none) nor with a TCP address. Unset: none.
+  // The worker's per-step method on a step socket (step_socket_wire.h): at StepSocketPath(address)
+  // beside a unix:// address (unless step_socket is off), or on TCP port step_port of the
+  // address's host beside a TCP address (step_tcp.h; 0 = a free one, -1 = none). Never with TLS
+  // (the socket has none). Unset: none.
   StepHandler step_handler;
   bool step_socket = true;
+  int step_port = -1;
+  // Told the TCP step socket's port once it is bound, before the server reports healthy (the
+  // services say it in GetInfo, where routers look for it).
+  std::function<void(int port)> on_step_port;
   // How long a step socket connection polls for the next request after an answer (RequestSpin).
   absl::Duration step_spin = absl::ZeroDuration();
   // How the step socket's requests were waited for (StepSocketServer::Start's `on_pickup`).
@@ -77,6 +83,8 @@ class Server {
   const std::string& address() const { return address_; }
   // The step socket's path, "" without one.
   std::string step_socket_path() const { return step_server_ != nullptr ? step_server_->path() : ""; }
+  // The step socket's TCP port, 0 without one.
+  int step_port() const { return step_server_ != nullptr ? step_server_->port() : 0; }
 
   // Drains (see the file comment) and returns when the server has stopped.
   void Shutdown();

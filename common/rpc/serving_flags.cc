@@ -8,6 +8,7 @@ namespace splitspec::rpc {
 std::string WorkerServing::Describe() const {
   std::string s = tls.enabled() ? "mutual TLS" : "plaintext";
   if (health_port >= 0) absl::StrAppend(&s, ", health on its own port");
+  if (step_port >= 0) absl::StrAppend(&s, ", step calls on a TCP port");
   return s;
 }
 
@@ -45,6 +46,15 @@ absl::StatusOr<WorkerServing> ParseWorkerServing(const Flags& flags) {
   absl::StatusOr<absl::Duration> step_spin = ParseStepSpin(flags);
   if (!step_spin.ok()) return step_spin.status();
   serving.step_spin = *step_spin;
+  absl::StatusOr<int> step_port = flags.GetInt("step-port", -1);
+  if (!step_port.ok()) return step_port.status();
+  if (*step_port < -1 || *step_port > 65535) {
+    return absl::InvalidArgumentError("--step-port must be a port, 0 (any free one) or -1 (off)");
+  }
+  if (*step_port >= 0 && serving.tls.enabled()) {
+    return absl::InvalidArgumentError("--step-port serves plaintext: not with --tls-cert/--tls-key/--tls-client-ca");
+  }
+  serving.step_port = *step_port;
   return serving;
 }
 

@@ -7,6 +7,8 @@
 //   --enable-reflection                                   gRPC server reflection (off)
 //   --step-spin-us US                                     poll for the next step request from US before
 //                                                         to US after it is due (300; 0 = always sleep)
+//   --step-port P                                         with a TCP address, Verify / Propose on a step
+//                                                         socket at this TCP port (0 = a free one; -1 off)
 #ifndef SPLITSPEC_COMMON_RPC_SERVING_FLAGS_H_
 #define SPLITSPEC_COMMON_RPC_SERVING_FLAGS_H_
 
@@ -35,6 +37,8 @@ struct WorkerServing {
   bool step_socket = true;
   // How long a step socket connection polls for the next request after answering one.
   absl::Duration step_spin = absl::Microseconds(kDefaultStepSpinMicros);
+  // With a TCP address: the step socket's TCP port (0 = a free one, -1 = none).
+  int step_port = -1;
 
   // Copies the serving choices into server options.
   void ApplyTo(ServerOptions* options) const {
@@ -43,6 +47,7 @@ struct WorkerServing {
     options->reflection = reflection;
     options->step_socket = step_socket;
     options->step_spin = step_spin;
+    options->step_port = step_port;
   }
   // "plaintext" or "mutual TLS", plus the health port: for the startup line.
   std::string Describe() const;

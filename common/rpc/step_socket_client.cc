@@ -6,10 +6,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/rpc/step_tcp.h"
 
 namespace splitspec::rpc {
 
@@ -18,7 +20,7 @@ StepSocketClient::~StepSocketClient() {
   CloseLocked();
 }
 
-absl::Status StepSocketClient::ConnectLocked(absl::Time deadline) {
+absl::StatusOr<int> StepSocketClient::ConnectUnix() const {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path_.empty() || path_.size() >= sizeof(addr.sun_path)) {
@@ -32,7 +34,25 @@ absl::Status StepSocketClient::ConnectLocked(absl::Time deadline) {
     close(fd);
     return absl::UnavailableError(absl::StrCat("cannot connect to step socket ", path_, ": ", why));
   }
-  fd_ = fd;
+  return fd;
+}
+
+absl::StatusOr<int> StepSocketClient::ConnectTcpLocked(absl::Time deadline) {
+  absl::StatusOr<std::pair<std::string, int>> endpoint = tcp_lookup_();
+  if (!endpoint.ok()) {
+    if (absl::IsNotFound(endpoint.status())) next_connect_ = absl::Now() + kNoStepEndpointRetry;
+    return absl::UnavailableError(absl::StrCat("no step socket for ", path_, ": ", endpoint.status().message()));
+  }
+  absl::StatusOr<int> fd =
+      ConnectTcp(endpoint->first, endpoint->second, std::min(deadline, absl::Now() + kTcpConnectTimeout));
+  if (!fd.ok()) return absl::UnavailableError(absl::StrCat("step socket of ", path_, ": ", fd.status().message()));
+  return fd;
+}
+
+absl::Status StepSocketClient::ConnectLocked(absl::Time deadline) {
+  absl::StatusOr<int> fd = OverTcp() ? ConnectTcpLocked(deadline) : ConnectUnix();
+  if (!fd.ok()) return fd.status();
+  fd_ = *fd;
   if (!shared_memory_) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<StepMemory>> memory = OpenStepMemory(fd_, deadline);
   if (!memory.ok()) {
@@ -71,8 +91,9 @@ absl::StatusOr<std::string> StepSocketClient::Call(StepMethod method, const std:
   std::lock_guard<std::mutex> lock(mu_);
   if (fd_ < 0) {
     if (absl::Now() < next_connect_) return absl::UnavailableError(absl::StrCat("no step socket at ", path_));
+    const absl::Time asked = absl::Now();
     if (absl::Status s = ConnectLocked(deadline); !s.ok()) {
-      next_connect_ = absl::Now() + absl::Seconds(1);
+      next_connect_ = std::max(next_connect_, asked + absl::Seconds(1));
       return s;
     }
   }

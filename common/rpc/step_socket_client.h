@@ -1,5 +1,6 @@
 // The router's end of a worker's step socket (see step_socket_wire.h): one connection, made on
-// first use and again after a failure, one call at a time.
+// first use and again after a failure, one call at a time, to a Unix socket path or to a TCP
+// endpoint looked up as it connects (step_tcp.h).
 //
 // While a call waits, the calling thread polls instead of sleeping in a short window around
 // when the answer is due (spin_window.h). Each connection asks the worker for shared memory
@@ -13,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -35,8 +37,20 @@ enum class AnswerWait {
   kSleep,
 };
 
+// A worker's TCP step endpoint {host, port}, asked for each time the client connects: the port
+// is learnt from the worker (GetInfo), and a restarted worker may have another. NOT_FOUND: the
+// worker serves none; the client then asks again only after kNoStepEndpointRetry.
+using TcpStepEndpointLookup = std::function<absl::StatusOr<std::pair<std::string, int>>()>;
+
 class StepSocketClient {
  public:
+  // How long after a worker said it has no TCP step endpoint the client asks again (each ask is
+  // a gRPC call on the step's path).
+  static constexpr absl::Duration kNoStepEndpointRetry = absl::Seconds(30);
+  // The longest a TCP connect may take: a dropped SYN must not hold a step for its call's
+  // whole deadline. The call then goes over gRPC.
+  static constexpr absl::Duration kTcpConnectTimeout = absl::Milliseconds(500);
+
   // `spin_margin`: half the width of the window around an answer's expected time in which
   // the caller polls (zero: it sleeps until the answer).
   // `shared_memory`: whether to ask for the connection's memory (off: frames on the socket).
@@ -44,6 +58,15 @@ class StepSocketClient {
                             bool shared_memory = true)
       : path_(std::move(path)),
         shared_memory_(shared_memory),
+        verify_spin_(spin_margin),
+        propose_spin_(spin_margin),
+        other_spin_(absl::ZeroDuration()) {}
+  // A client of a TCP step endpoint; `name` (the worker's gRPC address) is for messages. Frames
+  // stay on the socket (no shared memory across machines).
+  StepSocketClient(TcpStepEndpointLookup lookup, std::string name, absl::Duration spin_margin = absl::ZeroDuration())
+      : path_(std::move(name)),
+        shared_memory_(false),
+        tcp_lookup_(std::move(lookup)),
         verify_spin_(spin_margin),
         propose_spin_(spin_margin),
         other_spin_(absl::ZeroDuration()) {}
@@ -68,7 +91,9 @@ class StepSocketClient {
   // calling thread. Call before the calls start.
   void set_pickup_observer(PickupObserver observer) { on_pickup_ = std::move(observer); }
 
+  // The Unix socket's path, or the name of a TCP client.
   const std::string& path() const { return path_; }
+  bool OverTcp() const { return tcp_lookup_ != nullptr; }
   // Whether the current connection's frames go through shared memory (for tests).
   bool UsesSharedMemory() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -78,11 +103,15 @@ class StepSocketClient {
  private:
   // Connects, then asks for the connection's memory (when shared_memory_).
   absl::Status ConnectLocked(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int> ConnectUnix() const;
+  // Sets next_connect_ itself when the worker serves no TCP step endpoint.
+  absl::StatusOr<int> ConnectTcpLocked(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   AnswerSpin& SpinFor(StepMethod method) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
   const bool shared_memory_;
+  const TcpStepEndpointLookup tcp_lookup_;  // set: a TCP client
   PickupObserver on_pickup_;
   std::mutex mu_;
   int fd_ ABSL_GUARDED_BY(mu_) = -1;

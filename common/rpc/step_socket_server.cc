@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/rpc/spin_window.h"
 #include "common/rpc/step_memory.h"
+#include "common/rpc/step_tcp.h"
 
 namespace splitspec::rpc {
 
@@ -52,22 +53,44 @@ absl::StatusOr<std::unique_ptr<StepSocketServer>> StepSocketServer::Start(const 
     if (bound == 0) unlink(path.c_str());  // ours, but never served: leave nothing behind
     return absl::UnavailableError(absl::StrCat("cannot listen on step socket ", path, ": ", why));
   }
+  return Launch(path, /*port=*/0, fd, std::move(handler), max_connections, spin_margin, std::move(on_pickup));
+}
+
+absl::StatusOr<std::unique_ptr<StepSocketServer>> StepSocketServer::StartTcp(const std::string& host, int port,
+                                                                             StepHandler handler, int max_connections,
+                                                                             absl::Duration spin_margin,
+                                                                             PickupObserver on_pickup) {
+  if (max_connections < 1) return absl::InvalidArgumentError("a step socket needs max_connections >= 1");
+  if (port < 0 || port > 65535) return absl::InvalidArgumentError(absl::StrCat("step port ", port, " is not 0..65535"));
+  int bound_port = 0;
+  absl::StatusOr<int> fd = ListenTcp(host, port, &bound_port);
+  if (!fd.ok()) return absl::UnavailableError(absl::StrCat("step socket: ", fd.status().message()));
+  return Launch("", bound_port, *fd, std::move(handler), max_connections, spin_margin, std::move(on_pickup));
+}
+
+absl::StatusOr<std::unique_ptr<StepSocketServer>> StepSocketServer::Launch(std::string path, int port, int listen_fd,
+                                                                           StepHandler handler, int max_connections,
+                                                                           absl::Duration spin_margin,
+                                                                           PickupObserver on_pickup) {
   int wake[2];
   if (pipe2(wake, O_CLOEXEC) != 0) {
-    close(fd);
-    unlink(path.c_str());
-    return absl::InternalError(absl::StrCat("step socket: ", std::strerror(errno)));
+    const std::string why = std::strerror(errno);
+    close(listen_fd);
+    if (!path.empty()) unlink(path.c_str());
+    return absl::InternalError(absl::StrCat("step socket: ", why));
   }
-  std::unique_ptr<StepSocketServer> server(
-      new StepSocketServer(path, fd, wake[0], wake[1], std::move(handler), max_connections, spin_margin,
-                           std::move(on_pickup)));
+  std::unique_ptr<StepSocketServer> server(new StepSocketServer(std::move(path), port, listen_fd, wake[0], wake[1],
+                                                                std::move(handler), max_connections, spin_margin,
+                                                                std::move(on_pickup)));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
 
-StepSocketServer::StepSocketServer(std::string path, int listen_fd, int wake_read, int wake_write, StepHandler handler,
-                                   int max_connections, absl::Duration spin_margin, PickupObserver on_pickup)
+StepSocketServer::StepSocketServer(std::string path, int port, int listen_fd, int wake_read, int wake_write,
+                                   StepHandler handler, int max_connections, absl::Duration spin_margin,
+                                   PickupObserver on_pickup)
     : path_(std::move(path)),
+      port_(port),
       listen_fd_(listen_fd),
       wake_read_(wake_read),
       wake_write_(wake_write),
@@ -98,7 +121,7 @@ void StepSocketServer::Stop() {
   // thread then closes its descriptor.
   for (int fd : connections_) shutdown(fd, SHUT_RD);
   connections_closed_.wait(lock, [this] { return connections_.empty(); });
-  unlink(path_.c_str());
+  if (!path_.empty()) unlink(path_.c_str());
 }
 
 void StepSocketServer::AcceptLoop() {
@@ -116,6 +139,7 @@ void StepSocketServer::AcceptLoop() {
       close(fd);
       continue;
     }
+    if (port_ != 0) SetTcpNoDelay(fd);
     connections_.push_back(fd);
     std::thread([this, fd] { Serve(fd); }).detach();
   }
@@ -159,6 +183,13 @@ void StepSocketServer::Serve(int fd) {
 }
 
 bool StepSocketServer::OpenMemory(int fd, std::unique_ptr<StepMemory>* memory) {
+  if (port_ != 0) {
+    // The memory is passed as a descriptor, which only a Unix socket carries; the client goes on
+    // with frames on the socket.
+    return WriteStepFrame(fd, static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition),
+                          "no shared memory over TCP")
+        .ok();
+  }
   if (*memory != nullptr) {
     return (*memory)
         ->Write(StepMemory::Side::kServer, fd, static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition),

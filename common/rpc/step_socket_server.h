@@ -1,9 +1,10 @@
 // A worker's step socket server (wire format and rationale: step_socket_wire.h): listens on a
-// Unix domain socket, gives each connection a thread of its own that reads a request, runs the
+// Unix domain socket or a TCP port (step_tcp.h), gives each connection a thread of its own that reads a request, runs the
 // handler on it and writes the answer, and so serves one caller per connection with no
 // hand-off between threads. After an answer the thread polls for the next request for a short
 // while when requests have been following answers quickly (spin_window.h, RequestSpin).
-// A client may ask for the connection's frames to go through shared memory (step_memory.h).
+// A client on the Unix socket may ask for the connection's frames to go through shared memory
+// (step_memory.h); over TCP they stay on the socket.
 //
 // Thread-safety: the handler runs on several connection threads at once when several clients
 // are connected (a router and its replicas' helpers); the services' handlers lock as their
@@ -47,6 +48,13 @@ class StepSocketServer {
                                                                   int max_connections = 16,
                                                                   absl::Duration spin_margin = absl::ZeroDuration(),
                                                                   PickupObserver on_pickup = nullptr);
+  // The same on a TCP port of `host` (0: a free one; port() says which) instead of a Unix
+  // socket. Anyone who can reach the port can call the worker: plaintext, like a worker's gRPC
+  // port without TLS.
+  static absl::StatusOr<std::unique_ptr<StepSocketServer>> StartTcp(const std::string& host, int port,
+                                                                     StepHandler handler, int max_connections = 16,
+                                                                     absl::Duration spin_margin = absl::ZeroDuration(),
+                                                                     PickupObserver on_pickup = nullptr);
   ~StepSocketServer();
   StepSocketServer(const StepSocketServer&) = delete;
   StepSocketServer& operator=(const StepSocketServer&) = delete;
@@ -54,11 +62,18 @@ class StepSocketServer {
   // Stops accepting, closes every connection (a call in progress is answered first), waits for
   // the connection threads and removes the socket file.
   void Stop();
+  // The Unix socket's path ("" on TCP) and the TCP port (0 on a Unix socket).
   const std::string& path() const { return path_; }
+  int port() const { return port_; }
 
  private:
-  StepSocketServer(std::string path, int listen_fd, int wake_read, int wake_write, StepHandler handler,
+  StepSocketServer(std::string path, int port, int listen_fd, int wake_read, int wake_write, StepHandler handler,
                    int max_connections, absl::Duration spin_margin, PickupObserver on_pickup);
+  // Takes over a listening descriptor (closed on failure) and starts accepting on it.
+  static absl::StatusOr<std::unique_ptr<StepSocketServer>> Launch(std::string path, int port, int listen_fd,
+                                                                   StepHandler handler, int max_connections,
+                                                                   absl::Duration spin_margin,
+                                                                   PickupObserver on_pickup);
   void AcceptLoop();
   void Serve(int fd);
   // Answers a kOpenMemory request: new memory for the connection, passed to the client and kept
@@ -66,6 +81,7 @@ class StepSocketServer {
   bool OpenMemory(int fd, std::unique_ptr<StepMemory>* memory);
 
   const std::string path_;
+  const int port_;
   const int listen_fd_;
   // A pipe that wakes the accept loop's poll when Stop is called.
   const int wake_read_;

@@ -14,6 +14,7 @@
 #include "common/rpc/convert.h"
 #include "common/rpc/status.h"
 #include "common/rpc/step_codec.h"
+#include "common/rpc/step_tcp.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace splitspec::rpc {
@@ -182,6 +183,18 @@ absl::Status VerifierClient::Release(const std::vector<spec::RequestId>& ids) {
   grpc::ClientContext context;
   SetDeadline(&context, timeout());
   return FromGrpcStatus(stub_->Release(&context, request, &response));
+}
+
+TcpStepEndpointLookup StepEndpointFromInfo(const std::string& address,
+                                           std::function<absl::StatusOr<spec::WorkerInfo>()> get_info) {
+  return [address, get_info = std::move(get_info)]() -> absl::StatusOr<std::pair<std::string, int>> {
+    absl::StatusOr<std::pair<std::string, int>> dialled = SplitHostPort(address);
+    if (!dialled.ok()) return absl::NotFoundError(dialled.status().message());
+    absl::StatusOr<spec::WorkerInfo> info = get_info();
+    if (!info.ok()) return info.status();
+    if (info->step_port <= 0) return absl::NotFoundError("the worker serves no step port");
+    return std::make_pair(dialled->first, info->step_port);
+  };
 }
 
 absl::StatusOr<spec::WorkerInfo> VerifierClient::GetInfo() {

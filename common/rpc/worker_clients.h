@@ -35,6 +35,13 @@ absl::Status UseClientTls(const TlsFiles& files);
 // What MakeChannel's channels use: the TLS credentials UseClientTls set, or plaintext.
 std::shared_ptr<grpc::ChannelCredentials> WorkerChannelCredentials();
 
+// The lookup of a worker's TCP step endpoint for a client that dials it at `address`
+// ("host:port"): the worker's WorkerInfo.step_port from `get_info`, on the host the address
+// names (the host the router reaches, not the one the worker binds). NOT_FOUND when the worker
+// reports none.
+TcpStepEndpointLookup StepEndpointFromInfo(const std::string& address,
+                                           std::function<absl::StatusOr<spec::WorkerInfo>()> get_info);
+
 class VerifierClient {
  public:
   // `timeout` bounds every call (a verifier that hangs must not hang the router).
@@ -65,6 +72,13 @@ class VerifierClient {
     step_ = std::make_unique<StepSocketClient>(path, spin_margin, shared_memory);
     step_->set_pickup_observer(std::move(on_pickup));
   }
+  // The same over the worker's TCP step endpoint (step_tcp.h), which `lookup` finds when the
+  // client connects; `name` is for messages.
+  void UseTcpStepSocket(TcpStepEndpointLookup lookup, const std::string& name,
+                        absl::Duration spin_margin = absl::ZeroDuration(), PickupObserver on_pickup = nullptr) {
+    step_ = std::make_unique<StepSocketClient>(std::move(lookup), name, spin_margin);
+    step_->set_pickup_observer(std::move(on_pickup));
+  }
 
  private:
   absl::Duration timeout() const { return absl::Microseconds(timeout_us_.load()); }
@@ -93,6 +107,12 @@ class DrafterClient {
   void UseStepSocket(const std::string& path, absl::Duration spin_margin = absl::ZeroDuration(),
                      bool shared_memory = true, PickupObserver on_pickup = nullptr) {
     step_ = std::make_unique<StepSocketClient>(path, spin_margin, shared_memory);
+    step_->set_pickup_observer(std::move(on_pickup));
+  }
+  // Propose over a TCP step endpoint, as VerifierClient::UseTcpStepSocket.
+  void UseTcpStepSocket(TcpStepEndpointLookup lookup, const std::string& name,
+                        absl::Duration spin_margin = absl::ZeroDuration(), PickupObserver on_pickup = nullptr) {
+    step_ = std::make_unique<StepSocketClient>(std::move(lookup), name, spin_margin);
     step_->set_pickup_observer(std::move(on_pickup));
   }
 

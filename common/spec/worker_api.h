@@ -135,6 +135,7 @@ struct WorkerInfo {
   int32_t live_sessions = 0;
   int32_t max_context_tokens = 0;  // the model's context (0 = no limit known)
   int64_t held_tokens = 0;         // history tokens held across all sessions
+  int32_t step_port = 0;           // TCP port of the worker's step socket (0 = none)
 };
 
 }  // namespace splitspec::spec

@@ -20,7 +20,8 @@ class GrpcDrafter : public DrafterClient {
   // A drafter that is down fails its calls fast (no wait-for-ready), which the core turns into
   // k = 0 for that step; the channel reconnects in the background.
   // `server_name`: see rpc::MakeChannel. `step_socket`: Propose goes over the worker's step
-  // socket when `address` is unix://PATH (rpc::DrafterClient::UseStepSocket), polling for the
+  // socket when `address` is unix://PATH (rpc::DrafterClient::UseStepSocket), or over its TCP
+  // step port when it reports one in GetInfo (common/rpc/step_tcp.h), polling for the
   // answer within `step_spin` of when it is due (rpc::AnswerSpin), its frames through shared
   // memory when `step_memory` (rpc::StepMemory); `on_pickup` hears how each answer there was
   // waited for (rpc::FramePickup).
@@ -30,6 +31,9 @@ class GrpcDrafter : public DrafterClient {
       : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {
     if (step_socket && rpc::IsUnixSocket(address)) {
       client_.UseStepSocket(rpc::StepSocketPath(address), step_spin, step_memory, std::move(on_pickup));
+    } else if (step_socket) {
+      client_.UseTcpStepSocket(rpc::StepEndpointFromInfo(address, [this] { return client_.GetInfo(); }), address,
+                               step_spin, std::move(on_pickup));
     }
   }
 
@@ -55,13 +59,16 @@ class GrpcDrafter : public DrafterClient {
 class GrpcVerifier : public VerifierClient {
  public:
   // `step_socket`, `step_spin`, `step_memory`, `on_pickup`: Verify goes over the worker's step
-  // socket when `address` is unix://PATH, as GrpcDrafter's Propose.
+  // socket when `address` is unix://PATH or at its TCP step port, as GrpcDrafter's Propose.
   GrpcVerifier(const std::string& address, absl::Duration timeout, const std::string& server_name = "",
                bool step_socket = false, absl::Duration step_spin = absl::ZeroDuration(), bool step_memory = true,
                rpc::PickupObserver on_pickup = nullptr)
       : address_(address), client_(rpc::MakeChannel(address, server_name), timeout) {
     if (step_socket && rpc::IsUnixSocket(address)) {
       client_.UseStepSocket(rpc::StepSocketPath(address), step_spin, step_memory, std::move(on_pickup));
+    } else if (step_socket) {
+      client_.UseTcpStepSocket(rpc::StepEndpointFromInfo(address, [this] { return client_.GetInfo(); }), address,
+                               step_spin, std::move(on_pickup));
     }
   }
 

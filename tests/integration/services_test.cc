@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -224,6 +226,60 @@ TEST_F(ServicesTest, ServicesOverUnixSocketsGiveTheSameOutput) {
   EXPECT_EQ(verifier->Stop(), 0);
   EXPECT_NE(stat(verifier_step.c_str(), &st), 0) << "a stopped worker removes its step socket";
   EXPECT_NE(stat(drafter_step.c_str(), &st), 0);
+}
+
+// Connections in the ESTABLISHED state whose local port is `port` (the server's side of each),
+// from the kernel's tables: a router that took a worker's TCP step port holds one.
+int EstablishedConnectionsTo(int port) {
+  int count = 0;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      const size_t colon = local.rfind(':');
+      if (colon == std::string::npos || state != "01") continue;  // 01: ESTABLISHED
+      if (std::stoi(local.substr(colon + 1), nullptr, 16) == port) ++count;
+    }
+  }
+  return count;
+}
+
+// Workers on TCP addresses with --step-port: each reports its step port in GetInfo, a router
+// with step sockets on connects to both ports and gives the target's output, and one with them
+// off leaves the ports alone and gives the same.
+TEST_F(ServicesTest, TcpStepPortsGiveTheSameOutput) {
+  const TestModels& models = GetTestModels();
+  auto verifier = Process::Start({SPLITSPEC_VERIFIER_BIN, "--model", models.target_dir, "--expose-model-path",
+                                  "--port", "0", "--threads", "1", "--metrics-port", "-1", "--step-port", "0"});
+  auto drafter = Process::Start({SPLITSPEC_DRAFTER_BIN, "--model", models.draft_dir, "--port", "0", "--threads", "1",
+                                 "--metrics-port", "-1", "--step-port", "0"});
+  rpc::VerifierClient verifier_client(rpc::MakeChannel(verifier->address()));
+  rpc::DrafterClient drafter_client(rpc::MakeChannel(drafter->address()));
+  const int verifier_step_port = verifier_client.GetInfo()->step_port;
+  const int drafter_step_port = drafter_client.GetInfo()->step_port;
+  ASSERT_GT(verifier_step_port, 0) << "the verifier reports its step port";
+  ASSERT_GT(drafter_step_port, 0) << "the drafter reports its step port";
+  for (const std::string step_sockets : {"on", "off"}) {
+    auto router = Process::Start({SPLITSPEC_ROUTER_BIN, "--verifier", verifier->address(), "--drafter",
+                                  "model=" + drafter->address(), "--port", "0", "--metrics-port", "-1", "--policy",
+                                  "static:3", "--step-sockets", step_sockets});
+    const Generated out = Generate(router->address(), TokenRequest(kVaried, kMaxTokens, "model"));
+    ASSERT_TRUE(out.status.ok()) << step_sockets << ": " << out.status.error_message();
+    EXPECT_EQ(out.tokens, Reference(kVaried, kMaxTokens)) << step_sockets;
+    EXPECT_GT(out.final.usage().drafted_tokens(), 0);
+    const int expected = step_sockets == "on" ? 1 : 0;
+    EXPECT_EQ(EstablishedConnectionsTo(verifier_step_port), expected) << "--step-sockets " << step_sockets;
+    EXPECT_EQ(EstablishedConnectionsTo(drafter_step_port), expected) << "--step-sockets " << step_sockets;
+    EXPECT_EQ(router->Stop(), 0);
+    EXPECT_EQ(verifier_client.GetInfo()->live_sessions, 0) << step_sockets;
+    EXPECT_EQ(drafter_client.GetInfo()->live_sessions, 0) << step_sockets;
+  }
+  EXPECT_EQ(drafter->Stop(), 0);
+  EXPECT_EQ(verifier->Stop(), 0);
 }
 
 // Suffix decoding as a drafter pool: chains and trees from the request's own tokens and from

@@ -5,9 +5,11 @@
 
 #include <climits>
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "common/rpc/serving_flags.h"
 #include "gtest/gtest.h"
 
 namespace splitspec::rpc {
@@ -69,6 +71,30 @@ TEST(FlagsTest, DoubleAtLeastNamesTheFlagAndTheValue) {
   EXPECT_EQ(*flags.GetDoubleAtLeast("zero", 1, 0), 0);
   EXPECT_FALSE(flags.GetDoubleAtLeast("nan", 1, 0).ok());
   EXPECT_EQ(*flags.GetDoubleAtLeast("absent", 2.5, 0), 2.5);
+}
+
+// A worker's --step-port: off unless given, a port or 0 (a free one), and never beside TLS (the
+// step socket has none).
+TEST(WorkerServingTest, AStepPortIsOffByDefaultInRangeAndNotWithTls) {
+  EXPECT_EQ(ParseWorkerServing(ParseOrDie({}))->step_port, -1);
+  EXPECT_EQ(ParseWorkerServing(ParseOrDie({"--step-port", "0"}))->step_port, 0);
+  EXPECT_EQ(ParseWorkerServing(ParseOrDie({"--step-port", "50061"}))->step_port, 50061);
+  ServerOptions options;
+  ParseWorkerServing(ParseOrDie({"--step-port", "50061"}))->ApplyTo(&options);
+  EXPECT_EQ(options.step_port, 50061);
+  for (const char* bad : {"-2", "65536"}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(ParseWorkerServing(ParseOrDie({"--step-port", bad})).status())) << bad;
+  }
+  // Files that pass as PEM (ValidateTlsFiles reads them, nothing more).
+  const std::string pem = ::testing::TempDir() + "/step_port_test.pem";
+  std::ofstream(pem) << "-----BEGIN CERTIFICATE-----\n";
+  const std::vector<std::string> tls = {"--tls-cert", pem, "--tls-key", pem, "--tls-client-ca", pem};
+  std::vector<std::string> with_tls = tls;
+  EXPECT_TRUE(ParseWorkerServing(ParseOrDie(with_tls)).ok());
+  with_tls.insert(with_tls.end(), {"--step-port", "0"});
+  absl::StatusOr<WorkerServing> refused = ParseWorkerServing(ParseOrDie(with_tls));
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status()));
+  EXPECT_NE(refused.status().message().find("--step-port"), std::string::npos) << refused.status();
 }
 
 }  // namespace

@@ -1,0 +1,176 @@
+// Step sockets over TCP: addresses split, the server on a TCP port (frames on the socket, shared
+// memory refused), the client finding its endpoint by a lookup and falling back when there is
+// none, the lookup from a worker's GetInfo, and the gRPC server starting a step port beside a
+// TCP address.
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <utility>
+
+#include "common/rpc/server.h"
+#include "common/rpc/step_socket_client.h"
+#include "common/rpc/step_socket_server.h"
+#include "common/rpc/step_socket_wire.h"
+#include "common/rpc/step_tcp.h"
+#include "common/rpc/worker_clients.h"
+#include "gtest/gtest.h"
+
+namespace splitspec::rpc {
+namespace {
+
+// Answers a Verify with "echo:" + its bytes; "fail" with NOT_FOUND.
+absl::StatusOr<std::string> EchoOverTcp(StepMethod method, const std::string& request, std::function<void()>*) {
+  if (method != StepMethod::kVerify) return absl::UnimplementedError("only Verify");
+  if (request == "fail") return absl::NotFoundError("no such session");
+  return "echo:" + request;
+}
+
+TcpStepEndpointLookup LoopbackPort(int port) {
+  return [port]() -> absl::StatusOr<std::pair<std::string, int>> { return std::make_pair("127.0.0.1", port); };
+}
+
+TEST(SplitHostPortTest, SplitsNamesAddressesAndDnsTargets) {
+  EXPECT_EQ(*SplitHostPort("verifier-0.verifier:50051"), std::make_pair(std::string("verifier-0.verifier"), 50051));
+  EXPECT_EQ(*SplitHostPort("10.0.0.7:9"), std::make_pair(std::string("10.0.0.7"), 9));
+  EXPECT_EQ(*SplitHostPort("[fd00::7]:50051"), std::make_pair(std::string("fd00::7"), 50051));
+  EXPECT_EQ(*SplitHostPort("dns:///verifier:50051"), std::make_pair(std::string("verifier"), 50051));
+  for (const char* bad : {"unix:///run/w.sock", "verifier", ":50051", "verifier:", "verifier:port", "verifier:70000"}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(SplitHostPort(bad).status())) << bad;
+  }
+}
+
+TEST(StepTcpTest, ServesCallsOnAPortWithTheFramesOnTheSocket) {
+  auto server = StepSocketServer::StartTcp("127.0.0.1", 0, EchoOverTcp);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  EXPECT_GT(port, 0);
+  EXPECT_EQ((*server)->path(), "");
+
+  StepSocketClient client(LoopbackPort(port), "worker:50051");
+  EXPECT_TRUE(client.OverTcp());
+  bool sent = false;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<std::string> answer = client.Call(StepMethod::kVerify, std::to_string(i), absl::Seconds(10), &sent);
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_TRUE(sent);
+    EXPECT_EQ(*answer, "echo:" + std::to_string(i));
+  }
+  absl::StatusOr<std::string> failed = client.Call(StepMethod::kVerify, "fail", absl::Seconds(10));
+  EXPECT_TRUE(absl::IsNotFound(failed.status()));
+  EXPECT_EQ(failed.status().message(), "no such session");
+  EXPECT_EQ(*client.Call(StepMethod::kVerify, "again", absl::Seconds(10)), "echo:again");
+  EXPECT_FALSE(client.UsesSharedMemory());
+
+  (*server)->Stop();
+  absl::StatusOr<std::string> after = client.Call(StepMethod::kVerify, "late", absl::Seconds(10), &sent);
+  EXPECT_TRUE(absl::IsUnavailable(after.status())) << after.status();
+}
+
+// Shared memory travels as a descriptor, which TCP cannot carry: a client that asks anyway is
+// refused and its connection goes on with frames on the socket.
+TEST(StepTcpTest, AskingForSharedMemoryOverTcpIsRefusedAndTheConnectionStays) {
+  auto server = StepSocketServer::StartTcp("127.0.0.1", 0, EchoOverTcp);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<int> fd = ConnectTcp("127.0.0.1", (*server)->port(), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  EXPECT_TRUE(IsTcpSocket(*fd));
+  uint32_t word = 0;
+  std::string payload;
+  ASSERT_TRUE(WriteStepFrame(*fd, static_cast<uint32_t>(StepMethod::kOpenMemory), "").ok());
+  ASSERT_TRUE(ReadStepFrame(*fd, absl::Now() + absl::Seconds(10), &word, &payload).ok());
+  EXPECT_EQ(word, static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition));
+  ASSERT_TRUE(WriteStepFrame(*fd, static_cast<uint32_t>(StepMethod::kVerify), "x").ok());
+  ASSERT_TRUE(ReadStepFrame(*fd, absl::Now() + absl::Seconds(10), &word, &payload).ok());
+  EXPECT_EQ(word, static_cast<uint32_t>(absl::StatusCode::kOk));
+  EXPECT_EQ(payload, "echo:x");
+  close(*fd);
+}
+
+// No endpoint: nothing is sent (the caller goes to gRPC). A worker that says it has none is not
+// asked again on the next call; a lookup that failed otherwise is retried after a second.
+TEST(StepTcpTest, NothingIsSentWithoutAnEndpointAndAWorkerWithoutOneIsNotAskedAtEveryCall) {
+  std::atomic<int> asked{0};
+  StepSocketClient none(
+      [&asked]() -> absl::StatusOr<std::pair<std::string, int>> {
+        ++asked;
+        return absl::NotFoundError("the worker serves no step port");
+      },
+      "worker:50051");
+  bool sent = true;
+  EXPECT_TRUE(absl::IsUnavailable(none.Call(StepMethod::kVerify, "x", absl::Seconds(1), &sent).status()));
+  EXPECT_FALSE(sent);
+  sent = true;
+  EXPECT_TRUE(absl::IsUnavailable(none.Call(StepMethod::kVerify, "x", absl::Seconds(1), &sent).status()));
+  EXPECT_FALSE(sent);
+  EXPECT_EQ(asked.load(), 1);
+
+  // A port where nobody listens: refused at once, nothing sent.
+  int free_port = 0;
+  absl::StatusOr<int> listener = ListenTcp("127.0.0.1", 0, &free_port);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  close(*listener);
+  StepSocketClient refused(LoopbackPort(free_port), "worker:50051");
+  sent = true;
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(absl::IsUnavailable(refused.Call(StepMethod::kVerify, "x", absl::Seconds(30), &sent).status()));
+  EXPECT_FALSE(sent);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "a refused connect must not wait out the call's deadline";
+}
+
+// The router's lookup: the port the worker reports, on the host the router dials.
+TEST(StepTcpTest, TheEndpointIsTheDialledHostAndTheReportedPort) {
+  spec::WorkerInfo info;
+  info.step_port = 50061;
+  int calls = 0;
+  auto get_info = [&]() -> absl::StatusOr<spec::WorkerInfo> {
+    ++calls;
+    return info;
+  };
+  absl::StatusOr<std::pair<std::string, int>> endpoint = StepEndpointFromInfo("10.0.0.7:50051", get_info)();
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  EXPECT_EQ(*endpoint, std::make_pair(std::string("10.0.0.7"), 50061));
+  EXPECT_EQ(*StepEndpointFromInfo("[fd00::7]:50051", get_info)(), std::make_pair(std::string("fd00::7"), 50061));
+
+  info.step_port = 0;
+  EXPECT_TRUE(absl::IsNotFound(StepEndpointFromInfo("10.0.0.7:50051", get_info)().status()));
+  const int before = calls;
+  EXPECT_TRUE(absl::IsNotFound(StepEndpointFromInfo("unix:///run/w.sock", get_info)().status()));
+  EXPECT_EQ(calls, before) << "a Unix socket address has no TCP host: the worker is not asked";
+  auto unreachable = []() -> absl::StatusOr<spec::WorkerInfo> { return absl::UnavailableError("down"); };
+  EXPECT_TRUE(absl::IsUnavailable(StepEndpointFromInfo("10.0.0.7:50051", unreachable)().status()));
+}
+
+// The server bootstrap: a step port beside a TCP address, told to the service before the server
+// reports healthy; none unless asked for; a step port beside a Unix socket is a mistake.
+TEST(StepTcpTest, TheServerStartsAStepPortBesideATcpAddressOnlyWhenAskedTo) {
+  ServerOptions options;
+  options.address = "127.0.0.1:0";
+  options.step_handler = EchoOverTcp;
+  options.step_port = 0;
+  int told = 0;
+  options.on_step_port = [&told](int port) { told = port; };
+  v1::Verifier::Service unimplemented;  // a gRPC server needs a service
+  auto server = Server::Start(options, {&unimplemented}, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_GT((*server)->step_port(), 0);
+  EXPECT_EQ(told, (*server)->step_port());
+  StepSocketClient client(LoopbackPort((*server)->step_port()), (*server)->address());
+  EXPECT_EQ(*client.Call(StepMethod::kVerify, "1", absl::Seconds(10)), "echo:1");
+  (*server)->Shutdown();
+
+  options.step_port = -1;
+  told = 0;
+  auto without = Server::Start(options, {&unimplemented}, {});
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ((*without)->step_port(), 0);
+  EXPECT_EQ(told, 0);
+  (*without)->Shutdown();
+
+  options.address = "unix:///tmp/splitspec-step-tcp-test.sock";
+  options.step_port = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(Server::Start(options, {&unimplemented}, {}).status()));
+}
+
+}  // namespace
+}  // namespace splitspec::rpc
