@@ -53,6 +53,7 @@ absl::Status StepSocketClient::ConnectLocked(absl::Time deadline) {
   absl::StatusOr<int> fd = OverTcp() ? ConnectTcpLocked(deadline) : ConnectUnix();
   if (!fd.ok()) return fd.status();
   fd_ = *fd;
+  connected_.store(true, std::memory_order_relaxed);
   if (!shared_memory_) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<StepMemory>> memory = OpenStepMemory(fd_, deadline);
   if (!memory.ok()) {
@@ -67,6 +68,7 @@ void StepSocketClient::CloseLocked() {
   memory_.reset();
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
+  connected_.store(false, std::memory_order_relaxed);
 }
 
 AnswerSpin& StepSocketClient::SpinFor(StepMethod method) {

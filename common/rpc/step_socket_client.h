@@ -10,6 +10,7 @@
 #ifndef SPLITSPEC_COMMON_RPC_STEP_SOCKET_CLIENT_H_
 #define SPLITSPEC_COMMON_RPC_STEP_SOCKET_CLIENT_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -94,6 +95,8 @@ class StepSocketClient {
   // The Unix socket's path, or the name of a TCP client.
   const std::string& path() const { return path_; }
   bool OverTcp() const { return tcp_lookup_ != nullptr; }
+  // Whether a connection is open (the next call is likely to go over it).
+  bool Connected() const { return connected_.load(std::memory_order_relaxed); }
   // Whether the current connection's frames go through shared memory (for tests).
   bool UsesSharedMemory() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -115,6 +118,7 @@ class StepSocketClient {
   PickupObserver on_pickup_;
   std::mutex mu_;
   int fd_ ABSL_GUARDED_BY(mu_) = -1;
+  std::atomic<bool> connected_{false};  // fd_ >= 0, readable without mu_
   std::unique_ptr<StepMemory> memory_ ABSL_GUARDED_BY(mu_);  // null: frames on the socket
   absl::Time next_connect_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Verify and Propose take different times: each learns its own.

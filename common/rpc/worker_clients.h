@@ -62,7 +62,9 @@ class VerifierClient {
   // Bounds the calls made after it (safe to call while another thread makes calls).
   void set_timeout(absl::Duration timeout) { timeout_us_.store(absl::ToInt64Microseconds(timeout)); }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
-  bool has_step_socket() const { return step_ != nullptr; }
+  // Whether Verify goes over a step socket: one is set, and, for a TCP step endpoint, connected
+  // (a worker that serves none is called over gRPC every time).
+  bool has_step_socket() const { return step_ != nullptr && (!step_->OverTcp() || step_->Connected()); }
   // Sends Verify over the worker's step socket at `path` (step_socket_wire.h) from now on, and
   // over gRPC while it cannot be reached. Call before the calls start.
   // `shared_memory`: frames through the connection's shared memory where the worker has it.

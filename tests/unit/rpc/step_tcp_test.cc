@@ -118,6 +118,29 @@ TEST(StepTcpTest, NothingIsSentWithoutAnEndpointAndAWorkerWithoutOneIsNotAskedAt
   EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "a refused connect must not wait out the call's deadline";
 }
 
+// Whether the router runs its side work inside the verify call (VerifierClient::has_step_socket)
+// follows the connection: a worker that serves no step port is called over gRPC, where that work
+// must run on another thread, not before the call.
+TEST(StepTcpTest, AVerifierWithoutAStepPortIsNotTakenForOneWithASocket) {
+  auto server = StepSocketServer::StartTcp("127.0.0.1", 0, EchoOverTcp);
+  ASSERT_TRUE(server.ok()) << server.status();
+  StepSocketClient client(LoopbackPort((*server)->port()), "worker:50051");
+  EXPECT_FALSE(client.Connected());
+  ASSERT_TRUE(client.Call(StepMethod::kVerify, "1", absl::Seconds(10)).ok());
+  EXPECT_TRUE(client.Connected());
+  (*server)->Stop();
+  EXPECT_FALSE(client.Call(StepMethod::kVerify, "2", absl::Seconds(10)).ok());
+  EXPECT_FALSE(client.Connected()) << "a broken connection is closed";
+
+  VerifierClient verifier(MakeChannel("127.0.0.1:1"), absl::Seconds(2));
+  verifier.UseTcpStepSocket(
+      []() -> absl::StatusOr<std::pair<std::string, int>> { return absl::NotFoundError("no step port"); },
+      "127.0.0.1:1");
+  EXPECT_FALSE(verifier.has_step_socket());
+  EXPECT_FALSE(verifier.Verify({}).ok());  // over gRPC, where nobody listens
+  EXPECT_FALSE(verifier.has_step_socket());
+}
+
 // The router's lookup: the port the worker reports, on the host the router dials.
 TEST(StepTcpTest, TheEndpointIsTheDialledHostAndTheReportedPort) {
   spec::WorkerInfo info;
