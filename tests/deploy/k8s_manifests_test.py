@@ -98,6 +98,13 @@ def check_render(src, kubectl, npm_cache):
             ok = False
         ok = validate(src, documents, npm_cache, overlay) and ok
         ok = check_router_discovery(documents, overlay) and ok
+        ok = check_step_ports(documents, overlay) and ok
+    # A worker with TLS and a step port would not start: the check must see one.
+    broken = render(src, kubectl, "tls")
+    worker_containers(broken)[0]["args"].append("--step-port=50071")
+    if check_step_ports(broken, "broken", quiet=True):
+        print("FAIL: a TLS worker with --step-port passed the step port check")
+        ok = False
     # The discovery check must be able to fail: a pool named by a plain address is refused.
     broken = render(src, kubectl, "cpu")
     router_args(broken)[:] = [a.replace("dns:///drafter-model", "drafter-model") for a in router_args(broken)]
@@ -200,6 +207,44 @@ def check_router_discovery(documents, overlay, quiet=False):
         if not failures:
             print(f"== overlay {overlay}: the router follows " +
                   ", ".join(f"{flag} {target}" for flag, target in targets) + " (headless Services)")
+    return not failures
+
+
+def worker_containers(documents):
+    """The containers of the workers' StatefulSets and Deployments (role worker)."""
+    return [d["spec"]["template"]["spec"]["containers"][0] for d in documents
+            if d["kind"] in ("StatefulSet", "Deployment")
+            and d["spec"]["template"]["metadata"]["labels"].get("splitspec.io/role") == "worker"]
+
+
+def check_step_ports(documents, overlay, quiet=False):
+    """Workers on plaintext serve their step calls on a TCP port (--step-port) that is one of
+    their container ports, named step, and the NetworkPolicy lets the router reach it; workers on
+    TLS (which refuse --step-port) have neither the flag nor the port."""
+    failures = []
+    containers = worker_containers(documents)
+    if not containers:
+        failures.append("no worker containers")
+    for c in containers:
+        tls = any(a.startswith("--tls-cert=") for a in c["args"])
+        step = flag_value(c, "step-port")
+        named = [p["containerPort"] for p in c.get("ports", []) if p.get("name") == "step"]
+        if tls and (any(a.startswith("--step-port") for a in c["args"]) or named):
+            failures.append(f"{c['name']}: on TLS, yet with a step port ({step}, {named})")
+        elif not tls and (step is None or named != [int(step)]):
+            failures.append(f"{c['name']}: --step-port {step} is not its container port named step {named}")
+    policies = [d for d in documents if d["kind"] == "NetworkPolicy"]
+    router_ports = [p.get("port") for pol in policies for rule in pol["spec"].get("ingress", [])
+                    if rule.get("from") for p in rule.get("ports", [])]
+    wants_step = any(flag_value(c, "step-port") is not None for c in containers)
+    if wants_step != ("step" in router_ports):
+        failures.append(f"the router's NetworkPolicy ports {router_ports} do not match the workers' step ports")
+    if not quiet:
+        for f in failures:
+            print(f"FAIL: overlay {overlay}: {f}")
+        if not failures:
+            print(f"== overlay {overlay}: worker step ports " +
+                  ("on, open to the router" if wants_step else "off (TLS)"))
     return not failures
 
 
