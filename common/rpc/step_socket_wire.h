@@ -1,5 +1,6 @@
 // The step socket: a worker's per-step calls (Verify, Propose) over a Unix domain socket beside
-// its gRPC address, for a router on the same host.
+// its gRPC address, for a router on the same host, or over a TCP port beside a TCP address
+// (step_tcp.h).
 //
 // Why: on a virtual machine every hand-off between threads costs a wake-up, and a gRPC unary
 // call crosses several (the poller that reads the request, the handler, the thread that writes
@@ -8,15 +9,15 @@
 // each side: the connection's own thread reads a request, runs the handler and writes the
 // answer, and the caller's thread reads it. bench/rpc/rpc_roundtrip_bench measures both.
 //
-// Wire format: frames of a 12-byte header {u32 magic, u32 word, u32 payload bytes} (host byte
-// order: both ends are on one host) and the payload. A request's word is its StepMethod and its
+// Wire format: frames of a 12-byte header {u32 magic, u32 word, u32 payload bytes} (little-endian,
+// as every build lays them out: step_tcp.cc holds builds to it) and the payload. A request's word is its StepMethod and its
 // payload the request (a serialised protobuf message, or the compact encoding of step_codec.h);
 // an answer's word is an absl::StatusCode, with the response in the request's encoding when OK
 // and the error message otherwise. One call at a time per connection, answered in order.
 //
-// Security: the socket file is created with mode 0600 (the worker's user only) and carries no
-// TLS, so a worker serves one only without TLS, and a router uses one only for workers it
-// addresses as unix://PATH itself.
+// Security: the socket file is created with mode 0600 (the worker's user only); a TCP step port
+// is as open as a plaintext gRPC port. Neither carries TLS, so a worker serves one only without
+// TLS, and a router uses one only without worker TLS, for a worker it addresses itself.
 #ifndef SPLITSPEC_COMMON_RPC_STEP_SOCKET_WIRE_H_
 #define SPLITSPEC_COMMON_RPC_STEP_SOCKET_WIRE_H_
 

@@ -136,11 +136,4 @@ void SetTcpNoDelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
 }
 
-bool IsTcpSocket(int fd) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof(address);
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return false;
-  return address.ss_family == AF_INET || address.ss_family == AF_INET6;
-}
-
 }  // namespace splitspec::rpc

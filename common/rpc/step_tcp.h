@@ -32,9 +32,6 @@ absl::StatusOr<int> ConnectTcp(const std::string& host, int port, absl::Time dea
 // written whole, so nothing is gained by waiting for more).
 void SetTcpNoDelay(int fd);
 
-// Whether `fd` is a TCP socket (the server offers shared memory on Unix sockets only).
-bool IsTcpSocket(int fd);
-
 }  // namespace splitspec::rpc
 
 #endif  // SPLITSPEC_COMMON_RPC_STEP_TCP_H_
