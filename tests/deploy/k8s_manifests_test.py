@@ -167,6 +167,17 @@ def check_router_api_key(documents, quiet=False):
     return good
 
 
+def report(failures, overlay, quiet, passed):
+    """Prints a check's failures, or what it found when there are none (nothing when quiet);
+    True when there are none."""
+    if not quiet:
+        for f in failures:
+            print(f"FAIL: overlay {overlay}: {f}")
+        if not failures:
+            print(f"== overlay {overlay}: {passed}")
+    return not failures
+
+
 def check_router_discovery(documents, overlay, quiet=False):
     """The router follows the verifier and every drafter pool by DNS: each --verifier and
     --drafter NAME= value is dns:///SERVICE:PORT of a headless Service in the same rendering
@@ -201,13 +212,8 @@ def check_router_discovery(documents, overlay, quiet=False):
         elif not any(all(labels.get(k) == v for k, v in service["spec"]["selector"].items())
                      for labels in templates):
             failures.append(f"{flag} {target}: Service {match.group(1)} selects no workload's pods")
-    if not quiet:
-        for f in failures:
-            print(f"FAIL: overlay {overlay}: {f}")
-        if not failures:
-            print(f"== overlay {overlay}: the router follows " +
+    return report(failures, overlay, quiet, "the router follows " +
                   ", ".join(f"{flag} {target}" for flag, target in targets) + " (headless Services)")
-    return not failures
 
 
 def worker_containers(documents):
@@ -239,13 +245,8 @@ def check_step_ports(documents, overlay, quiet=False):
     wants_step = any(flag_value(c, "step-port") is not None for c in containers)
     if wants_step != ("step" in router_ports):
         failures.append(f"the router's NetworkPolicy ports {router_ports} do not match the workers' step ports")
-    if not quiet:
-        for f in failures:
-            print(f"FAIL: overlay {overlay}: {f}")
-        if not failures:
-            print(f"== overlay {overlay}: worker step ports " +
-                  ("on, open to the router" if wants_step else "off (TLS)"))
-    return not failures
+    return report(failures, overlay, quiet,
+                  "worker step ports " + ("on, open to the router" if wants_step else "off (TLS)"))
 
 
 def lws_containers(lws):

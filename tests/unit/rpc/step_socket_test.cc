@@ -28,19 +28,13 @@
 #include "common/rpc/worker_clients.h"
 #include "grpc/health/v1/health.pb.h"
 #include "gtest/gtest.h"
+#include "tests/unit/rpc/step_echo.h"
 #include "tests/support/scoped_temp_dir.h"
 
 namespace splitspec::rpc {
 namespace {
 
 using ::splitspec::testing::ScopedTempDir;
-
-// Answers a request with "echo:" + its bytes; a request "fail" with NOT_FOUND.
-absl::StatusOr<std::string> Echo(StepMethod method, const std::string& request, std::function<void()>*) {
-  if (method != StepMethod::kVerify) return absl::UnimplementedError("only Verify");
-  if (request == "fail") return absl::NotFoundError("no such session");
-  return "echo:" + request;
-}
 
 TEST(StepSocketPathTest, SitsBesideTheUnixSocketAddress) {
   EXPECT_EQ(StepSocketPath("unix:///run/splitspec/verifier.sock"), "/run/splitspec/verifier.sock.step");
@@ -162,20 +156,9 @@ TEST_P(StepSocketServerSpinTest, AnswersCallsInOrderAndPassesErrorsBackOnALiveCo
   EXPECT_EQ(st.st_mode & 0777, 0600u) << "the socket must be its owner's only";
 
   StepSocketClient client(path, margin(), shared_memory());
-  bool sent = false;
-  for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<std::string> answer = client.Call(StepMethod::kVerify, std::to_string(i), absl::Seconds(10), &sent);
-    ASSERT_TRUE(answer.ok()) << answer.status();
-    EXPECT_TRUE(sent);
-    EXPECT_EQ(*answer, "echo:" + std::to_string(i));
-  }
-  absl::StatusOr<std::string> failed = client.Call(StepMethod::kVerify, "fail", absl::Seconds(10));
-  EXPECT_TRUE(absl::IsNotFound(failed.status()));
-  EXPECT_EQ(failed.status().message(), "no such session");
-  EXPECT_TRUE(absl::IsUnimplemented(client.Call(StepMethod::kPropose, "x", absl::Seconds(10)).status()));
-  // The connection survived the errors.
-  EXPECT_EQ(*client.Call(StepMethod::kVerify, "again", absl::Seconds(10)), "echo:again");
+  ExpectEchoesAndErrors(client);
   EXPECT_EQ(client.UsesSharedMemory(), shared_memory());
+  bool sent = false;
 
   (*server)->Stop();
   EXPECT_NE(stat(path.c_str(), &st), 0) << "Stop removes the socket file";

@@ -15,16 +15,10 @@
 #include "common/rpc/step_tcp.h"
 #include "common/rpc/worker_clients.h"
 #include "gtest/gtest.h"
+#include "tests/unit/rpc/step_echo.h"
 
 namespace splitspec::rpc {
 namespace {
-
-// Answers a Verify with "echo:" + its bytes; "fail" with NOT_FOUND.
-absl::StatusOr<std::string> EchoOverTcp(StepMethod method, const std::string& request, std::function<void()>*) {
-  if (method != StepMethod::kVerify) return absl::UnimplementedError("only Verify");
-  if (request == "fail") return absl::NotFoundError("no such session");
-  return "echo:" + request;
-}
 
 TcpStepEndpointLookup LoopbackPort(int port) {
   return [port]() -> absl::StatusOr<std::pair<std::string, int>> { return std::make_pair("127.0.0.1", port); };
@@ -41,7 +35,7 @@ TEST(SplitHostPortTest, SplitsNamesAddressesAndDnsTargets) {
 }
 
 TEST(StepTcpTest, ServesCallsOnAPortWithTheFramesOnTheSocket) {
-  auto server = StepSocketServer::StartTcp("127.0.0.1", 0, EchoOverTcp);
+  auto server = StepSocketServer::StartTcp("127.0.0.1", 0, Echo);
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
   EXPECT_GT(port, 0);
@@ -49,20 +43,10 @@ TEST(StepTcpTest, ServesCallsOnAPortWithTheFramesOnTheSocket) {
 
   StepSocketClient client(LoopbackPort(port), "worker:50051");
   EXPECT_TRUE(client.OverTcp());
-  bool sent = false;
-  for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<std::string> answer = client.Call(StepMethod::kVerify, std::to_string(i), absl::Seconds(10), &sent);
-    ASSERT_TRUE(answer.ok()) << answer.status();
-    EXPECT_TRUE(sent);
-    EXPECT_EQ(*answer, "echo:" + std::to_string(i));
-  }
-  absl::StatusOr<std::string> failed = client.Call(StepMethod::kVerify, "fail", absl::Seconds(10));
-  EXPECT_TRUE(absl::IsNotFound(failed.status()));
-  EXPECT_EQ(failed.status().message(), "no such session");
-  EXPECT_EQ(*client.Call(StepMethod::kVerify, "again", absl::Seconds(10)), "echo:again");
+  ExpectEchoesAndErrors(client);
   EXPECT_FALSE(client.UsesSharedMemory());
-
   (*server)->Stop();
+  bool sent = false;
   absl::StatusOr<std::string> after = client.Call(StepMethod::kVerify, "late", absl::Seconds(10), &sent);
   EXPECT_TRUE(absl::IsUnavailable(after.status())) << after.status();
 }
@@ -70,7 +54,7 @@ TEST(StepTcpTest, ServesCallsOnAPortWithTheFramesOnTheSocket) {
 // Shared memory travels as a descriptor, which TCP cannot carry: a client that asks anyway is
 // refused and its connection goes on with frames on the socket.
 TEST(StepTcpTest, AskingForSharedMemoryOverTcpIsRefusedAndTheConnectionStays) {
-  auto server = StepSocketServer::StartTcp("127.0.0.1", 0, EchoOverTcp);
+  auto server = StepSocketServer::StartTcp("127.0.0.1", 0, Echo);
   ASSERT_TRUE(server.ok()) << server.status();
   absl::StatusOr<int> fd = ConnectTcp("127.0.0.1", (*server)->port(), absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(fd.ok()) << fd.status();
@@ -121,7 +105,7 @@ TEST(StepTcpTest, NothingIsSentWithoutAnEndpointAndAWorkerWithoutOneIsNotAskedAt
 // follows the connection: a worker that serves no step port is called over gRPC, where that work
 // must run on another thread, not before the call.
 TEST(StepTcpTest, AVerifierWithoutAStepPortIsNotTakenForOneWithASocket) {
-  auto server = StepSocketServer::StartTcp("127.0.0.1", 0, EchoOverTcp);
+  auto server = StepSocketServer::StartTcp("127.0.0.1", 0, Echo);
   ASSERT_TRUE(server.ok()) << server.status();
   StepSocketClient client(LoopbackPort((*server)->port()), "worker:50051");
   EXPECT_FALSE(client.Connected());
@@ -168,7 +152,7 @@ TEST(StepTcpTest, TheEndpointIsTheDialledHostAndTheReportedPort) {
 TEST(StepTcpTest, TheServerStartsAStepPortBesideATcpAddressOnlyWhenAskedTo) {
   ServerOptions options;
   options.address = "127.0.0.1:0";
-  options.step_handler = EchoOverTcp;
+  options.step_handler = Echo;
   options.step_port = 0;
   int told = 0;
   options.on_step_port = [&told](int port) { told = port; };
