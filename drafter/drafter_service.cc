@@ -106,6 +106,7 @@ grpc::Status DrafterService::GetInfo(grpc::ServerContext*, const v1::GetInfoRequ
   std::lock_guard<std::mutex> lock(mu_);
   rpc::ToProto(core_->Info(), response);
   response->set_step_port(step_port_.load());
+  response->set_step_token(step_token_.load());
   return grpc::Status::OK;
 }
 

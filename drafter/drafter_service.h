@@ -36,9 +36,12 @@ class DrafterService final : public v1::Drafter::Service {
   // methods, another transport (Propose's protobuf messages or the compact encoding of
   // common/rpc/step_codec.h, its metrics recorded after the answer is sent; Release's messages).
   rpc::StepHandler StepHandler();
-  // The TCP port of the step socket serving StepHandler, which GetInfo reports (0 = none). Set
-  // once the server has bound it.
-  void set_step_port(int port) { step_port_.store(port); }
+  // The TCP port of the step socket serving StepHandler and its token, which GetInfo reports
+  // (0 = none). Set once the server has bound it, before it serves.
+  void set_step_port(int port, uint64_t token) {
+    step_token_.store(token);
+    step_port_.store(port);
+  }
 
  private:
   // Propose's answer; what it leaves in `*record` (metrics and gauges, taking mu_ itself) is
@@ -57,6 +60,7 @@ class DrafterService final : public v1::Drafter::Service {
   // Reclaims sessions whose lease ran out, a few times per lease period (none without leases).
   std::unique_ptr<rpc::PeriodicTask> reaper_;
   std::atomic<int> step_port_{0};
+  std::atomic<uint64_t> step_token_{0};
 };
 
 }  // namespace splitspec::drafter

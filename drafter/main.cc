@@ -200,7 +200,7 @@ int Run(const splitspec::rpc::Flags& flags) {
   server_options.drain_timeout = absl::Seconds(*drain);
   serving->ApplyTo(&server_options);
   server_options.step_handler = service.StepHandler();
-  server_options.on_step_port = [&service](int port) { service.set_step_port(port); };
+  server_options.on_step_port = [&service](int port, uint64_t token) { service.set_step_port(port, token); };
   server_options.step_pickup_observer = (*pickup_metrics)->Observer();
   auto server = splitspec::rpc::Server::Start(server_options, {&service}, {"splitspec.v1.Drafter"});
   if (!server.ok()) {

@@ -136,6 +136,7 @@ grpc::Status VerifierService::GetInfo(grpc::ServerContext*, const v1::GetInfoReq
   std::lock_guard<std::mutex> lock(mu_);
   rpc::ToProto(core_->Info(), response);
   response->set_step_port(step_port_.load());
+  response->set_step_token(step_token_.load());
   if (expose_model_path_) response->set_model_dir(core_->model_dir());
   return grpc::Status::OK;
 }

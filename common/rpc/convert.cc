@@ -87,6 +87,7 @@ spec::WorkerInfo FromProto(const v1::WorkerInfo& proto) {
   info.max_context_tokens = proto.max_context_tokens();
   info.held_tokens = proto.held_tokens();
   info.step_port = proto.step_port();
+  info.step_token = proto.step_token();
   return info;
 }
 
@@ -101,6 +102,7 @@ void ToProto(const spec::WorkerInfo& info, v1::WorkerInfo* proto) {
   proto->set_max_context_tokens(info.max_context_tokens);
   proto->set_held_tokens(info.held_tokens);
   proto->set_step_port(info.step_port);
+  proto->set_step_token(info.step_token);
 }
 
 std::vector<spec::PrefillItem> FromProto(const v1::PrefillRequest& proto) {

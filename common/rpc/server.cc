@@ -171,7 +171,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     absl::StatusOr<std::unique_ptr<StepSocketServer>> step = StartStepSocket(options);
     if (!step.ok()) return step.status();
     out->step_server_ = *std::move(step);
-    if (out->step_port() != 0 && options.on_step_port) options.on_step_port(out->step_port());
+    if (out->step_port() != 0 && options.on_step_port) {
+      options.on_step_port(out->step_port(), out->step_server_->token());
+    }
   }
   out->SetHealth(true);
   return out;

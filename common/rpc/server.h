@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -56,9 +57,9 @@ struct ServerOptions {
   StepHandler step_handler;
   bool step_socket = true;
   int step_port = -1;
-  // Told the TCP step socket's port once it is bound, before the server reports healthy (the
-  // services say it in GetInfo, where routers look for it).
-  std::function<void(int port)> on_step_port;
+  // Told the TCP step socket's port and token (StepSocketServer::token) once it is bound,
+  // before the server reports healthy (the services say them in GetInfo, where routers look).
+  std::function<void(int port, uint64_t token)> on_step_port;
   // How long a step socket connection polls for the next request after an answer (RequestSpin).
   absl::Duration step_spin = absl::ZeroDuration();
   // How the step socket's requests were waited for (StepSocketServer::Start's `on_pickup`).

@@ -38,14 +38,29 @@ absl::StatusOr<int> StepSocketClient::ConnectUnix() const {
 }
 
 absl::StatusOr<int> StepSocketClient::ConnectTcpLocked(absl::Time deadline) {
-  absl::StatusOr<std::pair<std::string, int>> endpoint = tcp_lookup_();
+  absl::StatusOr<TcpStepEndpoint> endpoint = tcp_lookup_();
   if (!endpoint.ok()) {
     if (absl::IsNotFound(endpoint.status())) next_connect_ = absl::Now() + kNoStepEndpointRetry;
     return absl::UnavailableError(absl::StrCat("no step socket for ", path_, ": ", endpoint.status().message()));
   }
-  absl::StatusOr<int> fd =
-      ConnectTcp(endpoint->first, endpoint->second, std::min(deadline, absl::Now() + kTcpConnectTimeout));
+  const absl::Time connect_deadline = std::min(deadline, absl::Now() + kTcpConnectTimeout);
+  absl::StatusOr<int> fd = ConnectTcp(endpoint->host, endpoint->port, connect_deadline);
   if (!fd.ok()) return absl::UnavailableError(absl::StrCat("step socket of ", path_, ": ", fd.status().message()));
+  // The worker behind the port must be the one GetInfo spoke for.
+  uint32_t code = 0;
+  std::string payload;
+  absl::Status identified = WriteStepFrame(*fd, static_cast<uint32_t>(StepMethod::kIdentify), "");
+  if (identified.ok()) identified = ReadStepFrame(*fd, connect_deadline, &code, &payload);
+  if (identified.ok() && (code != static_cast<uint32_t>(absl::StatusCode::kOk) ||
+                          DecodeStepToken(payload) != std::optional<uint64_t>(endpoint->token))) {
+    next_connect_ = absl::Now() + kNoStepEndpointRetry;
+    identified = absl::FailedPreconditionError("another worker answers there");
+  }
+  if (!identified.ok()) {
+    close(*fd);
+    return absl::UnavailableError(absl::StrCat("step socket of ", path_, " at ", endpoint->host, ":", endpoint->port,
+                                               ": ", identified.message()));
+  }
   return fd;
 }
 

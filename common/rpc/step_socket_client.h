@@ -11,6 +11,7 @@
 #define SPLITSPEC_COMMON_RPC_STEP_SOCKET_CLIENT_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -38,10 +39,17 @@ enum class AnswerWait {
   kSleep,
 };
 
-// A worker's TCP step endpoint {host, port}, asked for each time the client connects: the port
-// is learnt from the worker (GetInfo), and a restarted worker may have another. NOT_FOUND: the
-// worker serves none; the client then asks again only after kNoStepEndpointRetry.
-using TcpStepEndpointLookup = std::function<absl::StatusOr<std::pair<std::string, int>>()>;
+// A worker's TCP step endpoint, asked for each time the client connects: the port is learnt
+// from the worker (GetInfo), and a restarted worker may have another. `token` is what the
+// worker's step socket answers kIdentify with: a connection that reaches another worker (an
+// address that balances connections) is closed unused.
+struct TcpStepEndpoint {
+  std::string host;
+  int port = 0;
+  uint64_t token = 0;
+};
+// NOT_FOUND: the worker serves none; the client then asks again only after kNoStepEndpointRetry.
+using TcpStepEndpointLookup = std::function<absl::StatusOr<TcpStepEndpoint>()>;
 
 class StepSocketClient {
  public:
@@ -107,7 +115,8 @@ class StepSocketClient {
   // Connects, then asks for the connection's memory (when shared_memory_).
   absl::Status ConnectLocked(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int> ConnectUnix() const;
-  // Sets next_connect_ itself when the worker serves no TCP step endpoint.
+  // Sets next_connect_ itself when the worker serves no TCP step endpoint or another worker
+  // answered there.
   absl::StatusOr<int> ConnectTcpLocked(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   AnswerSpin& SpinFor(StepMethod method) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

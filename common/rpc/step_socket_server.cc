@@ -14,6 +14,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "common/rpc/spin_window.h"
 #include "common/rpc/step_memory.h"
@@ -91,6 +92,7 @@ StepSocketServer::StepSocketServer(std::string path, int port, int listen_fd, in
                                    PickupObserver on_pickup)
     : path_(std::move(path)),
       port_(port),
+      token_(absl::Uniform<uint64_t>(absl::BitGen())),
       listen_fd_(listen_fd),
       wake_read_(wake_read),
       wake_write_(wake_write),
@@ -158,6 +160,14 @@ void StepSocketServer::Serve(int fd) {
   // Ends when the client disconnects, sends something that is not a frame, or Stop shuts the
   // descriptor down.
   while (ReadConnectionFrame(memory.get(), kSide, fd, absl::InfiniteFuture(), &word, &request, window, &pickup).ok()) {
+    if (static_cast<StepMethod>(word) == StepMethod::kIdentify) {
+      if (!WriteConnectionFrame(memory.get(), kSide, fd, static_cast<uint32_t>(absl::StatusCode::kOk),
+                                EncodeStepToken(token_))
+               .ok()) {
+        break;
+      }
+      continue;
+    }
     if (static_cast<StepMethod>(word) == StepMethod::kOpenMemory) {
       if (!OpenMemory(fd, &memory)) break;
       continue;

@@ -13,6 +13,7 @@
 #define SPLITSPEC_COMMON_RPC_STEP_SOCKET_SERVER_H_
 
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -65,6 +66,8 @@ class StepSocketServer {
   // The Unix socket's path ("" on TCP) and the TCP port (0 on a Unix socket).
   const std::string& path() const { return path_; }
   int port() const { return port_; }
+  // A random number drawn at start that kIdentify answers with (step_socket_wire.h).
+  uint64_t token() const { return token_; }
 
  private:
   StepSocketServer(std::string path, int port, int listen_fd, int wake_read, int wake_write, StepHandler handler,
@@ -82,6 +85,7 @@ class StepSocketServer {
 
   const std::string path_;
   const int port_;
+  const uint64_t token_;
   const int listen_fd_;
   // A pipe that wakes the accept loop's poll when Stop is called.
   const int wake_read_;

@@ -97,6 +97,19 @@ absl::Status ReadAll(int fd, absl::Time deadline, const SpinWindow& spin, char* 
 
 }  // namespace
 
+std::string EncodeStepToken(uint64_t token) {
+  std::string bytes(sizeof(token), '\0');
+  std::memcpy(bytes.data(), &token, sizeof(token));  // little-endian: step_tcp.cc holds builds to it
+  return bytes;
+}
+
+std::optional<uint64_t> DecodeStepToken(absl::string_view payload) {
+  if (payload.size() != sizeof(uint64_t)) return std::nullopt;
+  uint64_t token = 0;
+  std::memcpy(&token, payload.data(), sizeof(token));
+  return token;
+}
+
 std::string StepSocketPath(const std::string& address) {
   if (address.rfind("unix:", 0) != 0) return "";
   std::string path = address.substr(5);

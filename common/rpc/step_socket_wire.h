@@ -22,6 +22,7 @@
 #define SPLITSPEC_COMMON_RPC_STEP_SOCKET_WIRE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -47,11 +48,20 @@ enum class StepMethod : uint32_t {
   // between steps on a 2-core VM). A worker that predates it answers UNIMPLEMENTED, and the
   // client then releases over gRPC.
   kRelease = 6,
+  // Not a call: asks which worker answers. The answer is the server's token (8 bytes,
+  // little-endian), which the worker also reports in GetInfo (WorkerInfo.step_token): a router
+  // that reached a TCP step port through an address that balances connections (a Service's
+  // virtual IP) learns that it reached another worker than its gRPC channel did.
+  kIdentify = 7,
 };
 
 inline constexpr uint32_t kStepFrameMagic = 0x314b5353;  // "SSK1"
 // The largest payload either side accepts (as the gRPC servers' message limit).
 inline constexpr uint32_t kMaxStepPayloadBytes = 64u << 20;
+
+// A kIdentify answer's payload for `token`, and the token back (nullopt for anything else).
+std::string EncodeStepToken(uint64_t token);
+std::optional<uint64_t> DecodeStepToken(absl::string_view payload);
 
 // "unix:///run/w.sock" or "unix:w.sock" -> "/run/w.sock.step" / "w.sock.step"; "" for an
 // address that is not a Unix socket.

@@ -187,13 +187,13 @@ absl::Status VerifierClient::Release(const std::vector<spec::RequestId>& ids) {
 
 TcpStepEndpointLookup StepEndpointFromInfo(const std::string& address,
                                            std::function<absl::StatusOr<spec::WorkerInfo>()> get_info) {
-  return [address, get_info = std::move(get_info)]() -> absl::StatusOr<std::pair<std::string, int>> {
+  return [address, get_info = std::move(get_info)]() -> absl::StatusOr<TcpStepEndpoint> {
     absl::StatusOr<std::pair<std::string, int>> dialled = SplitHostPort(address);
     if (!dialled.ok()) return absl::NotFoundError(dialled.status().message());
     absl::StatusOr<spec::WorkerInfo> info = get_info();
     if (!info.ok()) return info.status();
     if (info->step_port <= 0) return absl::NotFoundError("the worker serves no step port");
-    return std::make_pair(dialled->first, info->step_port);
+    return TcpStepEndpoint{dialled->first, info->step_port, info->step_token};
   };
 }
 

@@ -36,9 +36,9 @@ absl::Status UseClientTls(const TlsFiles& files);
 std::shared_ptr<grpc::ChannelCredentials> WorkerChannelCredentials();
 
 // The lookup of a worker's TCP step endpoint for a client that dials it at `address`
-// ("host:port"): the worker's WorkerInfo.step_port from `get_info`, on the host the address
-// names (the host the router reaches, not the one the worker binds). NOT_FOUND when the worker
-// reports none.
+// ("host:port"): the worker's WorkerInfo.step_port and step_token from `get_info`, on the host
+// the address names (the host the router reaches, not the one the worker binds). NOT_FOUND when
+// the worker reports none.
 TcpStepEndpointLookup StepEndpointFromInfo(const std::string& address,
                                            std::function<absl::StatusOr<spec::WorkerInfo>()> get_info);
 

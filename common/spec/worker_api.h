@@ -136,6 +136,7 @@ struct WorkerInfo {
   int32_t max_context_tokens = 0;  // the model's context (0 = no limit known)
   int64_t held_tokens = 0;         // history tokens held across all sessions
   int32_t step_port = 0;           // TCP port of the worker's step socket (0 = none)
+  uint64_t step_token = 0;         // what that socket answers kIdentify with
 };
 
 }  // namespace splitspec::spec

@@ -20,9 +20,11 @@
 namespace splitspec::rpc {
 namespace {
 
-TcpStepEndpointLookup LoopbackPort(int port) {
-  return [port]() -> absl::StatusOr<std::pair<std::string, int>> { return std::make_pair("127.0.0.1", port); };
+// The endpoint of a server on the loopback address: its port and its token.
+TcpStepEndpointLookup LoopbackPort(int port, uint64_t token) {
+  return [port, token]() -> absl::StatusOr<TcpStepEndpoint> { return TcpStepEndpoint{"127.0.0.1", port, token}; };
 }
+TcpStepEndpointLookup LoopbackPort(const StepSocketServer& server) { return LoopbackPort(server.port(), server.token()); }
 
 TEST(SplitHostPortTest, SplitsNamesAddressesAndDnsTargets) {
   EXPECT_EQ(*SplitHostPort("verifier-0.verifier:50051"), std::make_pair(std::string("verifier-0.verifier"), 50051));
@@ -41,7 +43,7 @@ TEST(StepTcpTest, ServesCallsOnAPortWithTheFramesOnTheSocket) {
   EXPECT_GT(port, 0);
   EXPECT_EQ((*server)->path(), "");
 
-  StepSocketClient client(LoopbackPort(port), "worker:50051");
+  StepSocketClient client(LoopbackPort(**server), "worker:50051");
   EXPECT_TRUE(client.OverTcp());
   ExpectEchoesAndErrors(client);
   EXPECT_FALSE(client.UsesSharedMemory());
@@ -70,12 +72,37 @@ TEST(StepTcpTest, AskingForSharedMemoryOverTcpIsRefusedAndTheConnectionStays) {
   close(*fd);
 }
 
+// A step port that answers for another worker than the one GetInfo spoke for (an address that
+// balances connections over replicas) is not used: nothing is sent there, and the client does
+// not try again at every call.
+TEST(StepTcpTest, AStepPortThatAnswersForAnotherWorkerIsNotUsed) {
+  auto server = StepSocketServer::StartTcp("127.0.0.1", 0, Echo);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::atomic<int> asked{0};
+  StepSocketClient other(
+      [&asked, port = (*server)->port(), token = (*server)->token()]() -> absl::StatusOr<TcpStepEndpoint> {
+        ++asked;
+        return TcpStepEndpoint{"127.0.0.1", port, token + 1};
+      },
+      "worker:50051");
+  for (int call = 0; call < 2; ++call) {
+    bool sent = true;
+    EXPECT_TRUE(absl::IsUnavailable(other.Call(StepMethod::kVerify, "x", absl::Seconds(10), &sent).status()));
+    EXPECT_FALSE(sent);
+  }
+  EXPECT_EQ(asked.load(), 1);
+  EXPECT_FALSE(other.Connected());
+  // The right token: the same port serves.
+  StepSocketClient same(LoopbackPort(**server), "worker:50051");
+  EXPECT_EQ(*same.Call(StepMethod::kVerify, "1", absl::Seconds(10)), "echo:1");
+}
+
 // No endpoint: nothing is sent (the caller goes to gRPC). A worker that says it has none is not
 // asked again on the next call; a lookup that failed otherwise is retried after a second.
 TEST(StepTcpTest, NothingIsSentWithoutAnEndpointAndAWorkerWithoutOneIsNotAskedAtEveryCall) {
   std::atomic<int> asked{0};
   StepSocketClient none(
-      [&asked]() -> absl::StatusOr<std::pair<std::string, int>> {
+      [&asked]() -> absl::StatusOr<TcpStepEndpoint> {
         ++asked;
         return absl::NotFoundError("the worker serves no step port");
       },
@@ -93,7 +120,7 @@ TEST(StepTcpTest, NothingIsSentWithoutAnEndpointAndAWorkerWithoutOneIsNotAskedAt
   absl::StatusOr<int> listener = ListenTcp("127.0.0.1", 0, &free_port);
   ASSERT_TRUE(listener.ok()) << listener.status();
   close(*listener);
-  StepSocketClient refused(LoopbackPort(free_port), "worker:50051");
+  StepSocketClient refused(LoopbackPort(free_port, 0), "worker:50051");
   sent = true;
   const absl::Time start = absl::Now();
   EXPECT_TRUE(absl::IsUnavailable(refused.Call(StepMethod::kVerify, "x", absl::Seconds(30), &sent).status()));
@@ -107,7 +134,7 @@ TEST(StepTcpTest, NothingIsSentWithoutAnEndpointAndAWorkerWithoutOneIsNotAskedAt
 TEST(StepTcpTest, AVerifierWithoutAStepPortIsNotTakenForOneWithASocket) {
   auto server = StepSocketServer::StartTcp("127.0.0.1", 0, Echo);
   ASSERT_TRUE(server.ok()) << server.status();
-  StepSocketClient client(LoopbackPort((*server)->port()), "worker:50051");
+  StepSocketClient client(LoopbackPort(**server), "worker:50051");
   EXPECT_FALSE(client.Connected());
   ASSERT_TRUE(client.Call(StepMethod::kVerify, "1", absl::Seconds(10)).ok());
   EXPECT_TRUE(client.Connected());
@@ -117,7 +144,7 @@ TEST(StepTcpTest, AVerifierWithoutAStepPortIsNotTakenForOneWithASocket) {
 
   VerifierClient verifier(MakeChannel("127.0.0.1:1"), absl::Seconds(2));
   verifier.UseTcpStepSocket(
-      []() -> absl::StatusOr<std::pair<std::string, int>> { return absl::NotFoundError("no step port"); },
+      []() -> absl::StatusOr<TcpStepEndpoint> { return absl::NotFoundError("no step port"); },
       "127.0.0.1:1");
   EXPECT_FALSE(verifier.has_step_socket());
   EXPECT_FALSE(verifier.Verify({}).ok());  // over gRPC, where nobody listens
@@ -128,15 +155,18 @@ TEST(StepTcpTest, AVerifierWithoutAStepPortIsNotTakenForOneWithASocket) {
 TEST(StepTcpTest, TheEndpointIsTheDialledHostAndTheReportedPort) {
   spec::WorkerInfo info;
   info.step_port = 50061;
+  info.step_token = 77;
   int calls = 0;
   auto get_info = [&]() -> absl::StatusOr<spec::WorkerInfo> {
     ++calls;
     return info;
   };
-  absl::StatusOr<std::pair<std::string, int>> endpoint = StepEndpointFromInfo("10.0.0.7:50051", get_info)();
+  absl::StatusOr<TcpStepEndpoint> endpoint = StepEndpointFromInfo("10.0.0.7:50051", get_info)();
   ASSERT_TRUE(endpoint.ok()) << endpoint.status();
-  EXPECT_EQ(*endpoint, std::make_pair(std::string("10.0.0.7"), 50061));
-  EXPECT_EQ(*StepEndpointFromInfo("[fd00::7]:50051", get_info)(), std::make_pair(std::string("fd00::7"), 50061));
+  EXPECT_EQ(endpoint->host, "10.0.0.7");
+  EXPECT_EQ(endpoint->port, 50061);
+  EXPECT_EQ(endpoint->token, 77u);
+  EXPECT_EQ(StepEndpointFromInfo("[fd00::7]:50051", get_info)()->host, "fd00::7");
 
   info.step_port = 0;
   EXPECT_TRUE(absl::IsNotFound(StepEndpointFromInfo("10.0.0.7:50051", get_info)().status()));
@@ -155,13 +185,17 @@ TEST(StepTcpTest, TheServerStartsAStepPortBesideATcpAddressOnlyWhenAskedTo) {
   options.step_handler = Echo;
   options.step_port = 0;
   int told = 0;
-  options.on_step_port = [&told](int port) { told = port; };
+  uint64_t told_token = 0;
+  options.on_step_port = [&told, &told_token](int port, uint64_t token) {
+    told = port;
+    told_token = token;
+  };
   v1::Verifier::Service unimplemented;  // a gRPC server needs a service
   auto server = Server::Start(options, {&unimplemented}, {});
   ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_GT((*server)->step_port(), 0);
   EXPECT_EQ(told, (*server)->step_port());
-  StepSocketClient client(LoopbackPort((*server)->step_port()), (*server)->address());
+  StepSocketClient client(LoopbackPort((*server)->step_port(), told_token), (*server)->address());
   EXPECT_EQ(*client.Call(StepMethod::kVerify, "1", absl::Seconds(10)), "echo:1");
   (*server)->Shutdown();
 
