@@ -8,22 +8,32 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace splitspec::rpc {
+
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address) {
+  std::string rest = absl::StartsWith(address, "dns:///") ? address.substr(7) : address;
+  const size_t colon = rest.rfind(':');
+  int port = 0;
+  if (absl::StartsWith(address, "unix:") || colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(rest.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("'", address, "' is not HOST:PORT"));
+  }
+  std::string host = rest.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return std::make_pair(host, port);
+}
 
 bool IsDnsTarget(const std::string& target) { return absl::StartsWith(target, "dns:///"); }
 
 absl::StatusOr<std::vector<std::string>> ResolveAddresses(const std::string& target) {
   if (!IsDnsTarget(target)) return std::vector<std::string>{target};
-  const std::string rest = target.substr(7);
-  const size_t colon = rest.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("'", target, "': expected dns:///HOST:PORT"));
-  }
-  std::string host = rest.substr(0, colon);
-  const std::string port = rest.substr(colon + 1);
-  if (host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  absl::StatusOr<std::pair<std::string, int>> host_port = SplitHostPort(target);
+  if (!host_port.ok()) return absl::InvalidArgumentError(absl::StrCat("'", target, "': expected dns:///HOST:PORT"));
+  const std::string& host = host_port->first;
+  const std::string port = std::to_string(host_port->second);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/rpc/step_tcp.h"
+#include "common/rpc/resolve.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace splitspec::rpc {

@@ -14,8 +14,6 @@
 #include <cstring>
 #include <memory>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace splitspec::rpc {
@@ -60,19 +58,6 @@ absl::Status FinishConnect(int fd, absl::Time deadline) {
 }
 
 }  // namespace
-
-absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address) {
-  std::string rest = absl::StartsWith(address, "dns:///") ? address.substr(7) : address;
-  const size_t colon = rest.rfind(':');
-  int port = 0;
-  if (absl::StartsWith(address, "unix:") || colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(rest.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("'", address, "' is not HOST:PORT"));
-  }
-  std::string host = rest.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return std::make_pair(host, port);
-}
 
 absl::StatusOr<int> ListenTcp(const std::string& host, int port, int* bound_port) {
   absl::StatusOr<AddressList> addresses = Resolve(host, port, /*passive=*/true);

@@ -8,16 +8,11 @@
 #define SPLITSPEC_COMMON_RPC_STEP_TCP_H_
 
 #include <string>
-#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace splitspec::rpc {
-
-// "host:port", "[v6]:port" or "dns:///host:port" split into the host (brackets removed) and the
-// port. INVALID_ARGUMENT for anything else, a Unix socket address included.
-absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address);
 
 // A listening TCP socket on host:port (port 0: a free one); `*bound_port` gets the port.
 // UNAVAILABLE when the host does not resolve or the port cannot be bound.

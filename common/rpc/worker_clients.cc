@@ -12,9 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rpc/convert.h"
+#include "common/rpc/resolve.h"
 #include "common/rpc/status.h"
 #include "common/rpc/step_codec.h"
-#include "common/rpc/step_tcp.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace splitspec::rpc {

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "common/rpc/resolve.h"
 #include "common/rpc/server.h"
 #include "common/rpc/step_socket_client.h"
 #include "common/rpc/step_socket_server.h"
