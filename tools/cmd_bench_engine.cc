@@ -170,6 +170,38 @@ void PrintMatMulsByShape(const std::vector<engine::OpTimes>& per_step) {
   std::printf("\n");
 }
 
+// The step breakdown's small ops by kind, costliest first: calls a step, the median over the
+// steps of a call's mean time and of the kind's time a step.
+void PrintSmallOpsByKind(const std::vector<engine::OpTimes>& per_step) {
+  if (per_step.empty()) return;
+  struct Row {
+    std::string kind;
+    int64_t calls;
+    double call_seconds;
+    double step_seconds;
+  };
+  std::vector<Row> rows;
+  for (const auto& [kind, last] : per_step.back().elementwise_by_kind) {
+    std::vector<double> call_seconds, step_seconds;
+    for (const engine::OpTimes& t : per_step) {
+      const auto it = t.elementwise_by_kind.find(kind);
+      if (it == t.elementwise_by_kind.end() || it->second.calls == 0) continue;
+      call_seconds.push_back(it->second.seconds / static_cast<double>(it->second.calls));
+      step_seconds.push_back(it->second.seconds);
+    }
+    if (!call_seconds.empty()) rows.push_back({kind, last.calls, Median(call_seconds), Median(step_seconds)});
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.step_seconds > b.step_seconds; });
+  std::printf("small ops by kind (calls a step, median time a call, median time a step):");
+  const char* separator = " ";
+  for (const Row& row : rows) {
+    std::printf("%s%s: %lld, %.2f us, %.1f us", separator, row.kind.c_str(), static_cast<long long>(row.calls),
+                row.call_seconds * 1e6, row.step_seconds * 1e6);
+    separator = "; ";
+  }
+  std::printf("\n");
+}
+
 // Where a batch-1 step's time goes: each op timed around its call (engine::TimedBackend) over
 // `steps` decode steps, medians of each kind a step. Timing costs two clock reads an op. Only
 // meaningful where the backend finishes an op before returning (the CPU backend).
@@ -204,7 +236,9 @@ void PrintStepBreakdown(Bench& bench, engine::TimedBackend& timed, int steps) {
               per.matmul_weight_bytes / 1e6, Median(read), Median(attention) * 1e3,
               static_cast<long long>(per.attention_calls), Median(elementwise) * 1e3,
               static_cast<long long>(per.elementwise_calls), Median(rest) * 1e3);
-  PrintMatMulsByShape(std::vector<engine::OpTimes>(per_step.begin() + 1, per_step.end()));
+  const std::vector<engine::OpTimes> timed_steps(per_step.begin() + 1, per_step.end());
+  PrintMatMulsByShape(timed_steps);
+  PrintSmallOpsByKind(timed_steps);
 }
 
 // The same weights loaded again by a CPU backend that takes every buffer from the C allocator

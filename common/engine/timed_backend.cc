@@ -14,6 +14,19 @@ void TimedBackend::Timed(double* seconds, int64_t* calls, Op&& op) {
 }
 
 template <typename Op>
+void TimedBackend::TimedElementwise(const char* kind, Op&& op) {
+  if (!timing_) return op();
+  const auto start = std::chrono::steady_clock::now();
+  op();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  times_.elementwise_seconds += seconds;
+  ++times_.elementwise_calls;
+  OpTimes::Kind& by_kind = times_.elementwise_by_kind[kind];
+  by_kind.seconds += seconds;
+  ++by_kind.calls;
+}
+
+template <typename Op>
 void TimedBackend::TimedMatMul(const Tensor& w, Op&& op) {
   if (!timing_) return op();
   const auto start = std::chrono::steady_clock::now();
@@ -30,16 +43,15 @@ void TimedBackend::TimedMatMul(const Tensor& w, Op&& op) {
 }
 
 void TimedBackend::DownloadRows(const Tensor& tensor, int64_t first_row, int64_t n_rows, float* host) {
-  Timed(&times_.elementwise_seconds, &times_.elementwise_calls,
-        [&] { inner_.DownloadRows(tensor, first_row, n_rows, host); });
+  TimedElementwise("DownloadRows", [&] { inner_.DownloadRows(tensor, first_row, n_rows, host); });
 }
 
 void TimedBackend::Embed(const Tensor& table, absl::Span<const int32_t> tokens, Tensor& out) {
-  Timed(&times_.elementwise_seconds, &times_.elementwise_calls, [&] { inner_.Embed(table, tokens, out); });
+  TimedElementwise("Embed", [&] { inner_.Embed(table, tokens, out); });
 }
 
 void TimedBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
-  Timed(&times_.elementwise_seconds, &times_.elementwise_calls, [&] { inner_.RmsNorm(x, weight, eps, out); });
+  TimedElementwise("RmsNorm", [&] { inner_.RmsNorm(x, weight, eps, out); });
 }
 
 void TimedBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
@@ -52,15 +64,15 @@ void TimedBackend::MatMulSplit(const Tensor& x, const Tensor& w, const Tensor* b
 }
 
 void TimedBackend::Rope(Tensor& x, int n_heads, const RopeTables& tables, absl::Span<const int32_t> positions) {
-  Timed(&times_.elementwise_seconds, &times_.elementwise_calls, [&] { inner_.Rope(x, n_heads, tables, positions); });
+  TimedElementwise("Rope", [&] { inner_.Rope(x, n_heads, tables, positions); });
 }
 
 void TimedBackend::SiluMul(const Tensor& gate_up, Tensor& out) {
-  Timed(&times_.elementwise_seconds, &times_.elementwise_calls, [&] { inner_.SiluMul(gate_up, out); });
+  TimedElementwise("SiluMul", [&] { inner_.SiluMul(gate_up, out); });
 }
 
 void TimedBackend::Add(Tensor& acc, const Tensor& x) {
-  Timed(&times_.elementwise_seconds, &times_.elementwise_calls, [&] { inner_.Add(acc, x); });
+  TimedElementwise("Add", [&] { inner_.Add(acc, x); });
 }
 
 void TimedBackend::Attention(const Tensor& q, const Tensor& k, const Tensor& v, int n_heads, const KvLayout& layout,

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <tuple>
 
 #include "common/engine/backend.h"
@@ -47,6 +48,13 @@ struct OpTimes {
   // Embed, RmsNorm, Rope, SiluMul, Add and the logits' DownloadRows.
   double elementwise_seconds = 0;
   int64_t elementwise_calls = 0;
+  // The same ops by kind ("RmsNorm", "Rope", ...): which of the many small calls a step makes
+  // costs more than its arithmetic.
+  struct Kind {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, Kind> elementwise_by_kind;
 
   double total_seconds() const { return matmul_seconds + attention_seconds + elementwise_seconds; }
 };
@@ -89,6 +97,9 @@ class TimedBackend final : public Backend {
   // Runs `op`, then (timing on) adds its wall time to *seconds and one to *calls.
   template <typename Op>
   void Timed(double* seconds, int64_t* calls, Op&& op);
+  // Timed as a small op, and (timing on) under `kind` too.
+  template <typename Op>
+  void TimedElementwise(const char* kind, Op&& op);
   // Timed as a matmul, and (timing on) w's bytes added to the weights read, in all and under
   // w's shape.
   template <typename Op>

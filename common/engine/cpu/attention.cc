@@ -209,7 +209,12 @@ void AttentionOver(const Tensor& q, const Tensor& k, const Tensor& v, int n_head
   using Element = typename Rows::Element;
   StoreNewKv<Rows>(k, v, layout, k_cache, v_cache, sequences);
 
-  std::vector<WorkItem> items;
+  // Scratch kept per thread across calls (a decode step makes one call a layer, each with an
+  // allocation here and four a thread below): the items are this thread's, shared with the
+  // team by reference.
+  thread_local std::vector<WorkItem> this_threads_items;
+  std::vector<WorkItem>& items = this_threads_items;
+  items.clear();
   for (int32_t s = 0; s < static_cast<int32_t>(sequences.size()); ++s) {
     for (int32_t i = 0; i < sequences[s].n_new; ++i) items.push_back({s, i});
   }
@@ -223,14 +228,15 @@ void AttentionOver(const Tensor& q, const Tensor& k, const Tensor& v, int n_head
   int64_t visible_keys = 0;  // upper bound: every new token sees its whole context and tree
   for (const AttentionSequence& seq : sequences) visible_keys += int64_t{seq.n_new} * (seq.n_context + seq.n_new);
 
-#pragma omp parallel if (WorthParallel(visible_keys * n_heads * kWorkPerKeyAndDim * head_dim))
-  {
-    std::vector<int32_t> slots;
-    std::vector<float> scores;  // group x visible positions
-    std::vector<float> acc(static_cast<size_t>(group) * head_dim);
-    std::vector<float> inverse(static_cast<size_t>(group));  // 1 / softmax denominator per head
-#pragma omp for schedule(static)
-    for (int64_t w = 0; w < n_work; ++w) {
+  const bool parallel = WorthParallel(visible_keys * n_heads * kWorkPerKeyAndDim * head_dim);
+  ForRange(n_work, parallel, [&](int64_t first_work, int64_t end_work) {
+    thread_local std::vector<int32_t> slots;
+    thread_local std::vector<float> scores;  // group x visible positions
+    thread_local std::vector<float> acc;
+    thread_local std::vector<float> inverse;  // 1 / softmax denominator per head
+    acc.resize(static_cast<size_t>(group) * head_dim);
+    inverse.resize(static_cast<size_t>(group));
+    for (int64_t w = first_work; w < end_work; ++w) {
       const WorkItem& item = items[w / n_kv];
       const int kv_head = static_cast<int>(w % n_kv);
       const AttentionSequence& seq = sequences[item.seq];
@@ -287,7 +293,7 @@ void AttentionOver(const Tensor& q, const Tensor& k, const Tensor& v, int n_head
         for (int d = 0; d < head_dim; ++d) out_head[d] = acc[g * head_dim + d] * inverse[g];
       }
     }
-  }
+  });
 }
 
 }  // namespace

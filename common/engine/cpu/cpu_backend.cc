@@ -81,15 +81,16 @@ class CpuBackend final : public Backend {
 
   void RmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
     const int n = static_cast<int>(x.cols);
-#pragma omp parallel for schedule(static) if (cpu::WorthParallel(x.n_elements()))
-    for (int64_t t = 0; t < x.rows; ++t) {
-      const float* in = x.row(t);
-      const float sum_squares = cpu::Dot(in, in, n);
-      const float inv_rms = 1.0f / std::sqrt(sum_squares / static_cast<float>(n) + eps);
-      float* dst = out.row(t);
-      const float* w = weight.f32();
-      for (int i = 0; i < n; ++i) dst[i] = (in[i] * inv_rms) * w[i];
-    }
+    cpu::ForRange(x.rows, cpu::WorthParallel(x.n_elements()), [&](int64_t first, int64_t end) {
+      for (int64_t t = first; t < end; ++t) {
+        const float* in = x.row(t);
+        const float sum_squares = cpu::Dot(in, in, n);
+        const float inv_rms = 1.0f / std::sqrt(sum_squares / static_cast<float>(n) + eps);
+        float* dst = out.row(t);
+        const float* w = weight.f32();
+        for (int i = 0; i < n; ++i) dst[i] = (in[i] * inv_rms) * w[i];
+      }
+    });
   }
 
   void MatMul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out,
@@ -104,23 +105,24 @@ class CpuBackend final : public Backend {
   void Rope(Tensor& x, int n_heads, const RopeTables& tables, absl::Span<const int32_t> positions) override {
     const int head_dim = tables.head_dim;
     const int half = head_dim / 2;
-#pragma omp parallel for schedule(static) if (cpu::WorthParallel(x.n_elements()))
-    for (int64_t t = 0; t < x.rows; ++t) {
-      float* row = x.row(t);
-      const float position = static_cast<float>(positions[t]);
-      for (int i = 0; i < half; ++i) {
-        const float angle = position * tables.inv_freq[i];
-        const float c = std::cos(angle);
-        const float s = std::sin(angle);
-        for (int h = 0; h < n_heads; ++h) {
-          float* head = row + h * head_dim;
-          const float a = head[i];
-          const float b = head[i + half];
-          head[i] = a * c - b * s;
-          head[i + half] = b * c + a * s;
+    cpu::ForRange(x.rows, cpu::WorthParallel(x.n_elements()), [&](int64_t first, int64_t end) {
+      for (int64_t t = first; t < end; ++t) {
+        float* row = x.row(t);
+        const float position = static_cast<float>(positions[t]);
+        for (int i = 0; i < half; ++i) {
+          const float angle = position * tables.inv_freq[i];
+          const float c = std::cos(angle);
+          const float s = std::sin(angle);
+          for (int h = 0; h < n_heads; ++h) {
+            float* head = row + h * head_dim;
+            const float a = head[i];
+            const float b = head[i + half];
+            head[i] = a * c - b * s;
+            head[i + half] = b * c + a * s;
+          }
         }
       }
-    }
+    });
   }
 
   void SiluMul(const Tensor& gate_up, Tensor& out) override {
@@ -128,16 +130,18 @@ class CpuBackend final : public Backend {
     // An exp (cpu/vector_exp.h: a vector of them at a time, not a call each) costs about as
     // much as 4 multiply-adds; rows are the unit of work.
     constexpr int64_t kExpWork = 4;
-#pragma omp parallel for schedule(static) if (out.rows > 1 && cpu::WorthParallel(out.n_elements() * kExpWork))
-    for (int64_t t = 0; t < out.rows; ++t) {
-      const float* gate = gate_up.row(t);
-      const float* up = gate + n;
-      float* dst = out.row(t);
-      // dst holds exp(-gate) first, then the result: one pass of exps, one of the rest.
-      for (int64_t i = 0; i < n; ++i) dst[i] = -gate[i];
-      cpu::ExpInPlace(dst, static_cast<size_t>(n), 0.0f);
-      for (int64_t i = 0; i < n; ++i) dst[i] = gate[i] / (1.0f + dst[i]) * up[i];
-    }
+    const bool parallel = out.rows > 1 && cpu::WorthParallel(out.n_elements() * kExpWork);
+    cpu::ForRange(out.rows, parallel, [&](int64_t first, int64_t end) {
+      for (int64_t t = first; t < end; ++t) {
+        const float* gate = gate_up.row(t);
+        const float* up = gate + n;
+        float* dst = out.row(t);
+        // dst holds exp(-gate) first, then the result: one pass of exps, one of the rest.
+        for (int64_t i = 0; i < n; ++i) dst[i] = -gate[i];
+        cpu::ExpInPlace(dst, static_cast<size_t>(n), 0.0f);
+        for (int64_t i = 0; i < n; ++i) dst[i] = gate[i] / (1.0f + dst[i]) * up[i];
+      }
+    });
   }
 
   void Add(Tensor& acc, const Tensor& x) override {
