@@ -117,13 +117,15 @@ struct Bench {
 
 // The ceiling above comes from other minutes than the decode steps, and a shared machine's
 // bandwidth moves from one minute to the next: each batch-1 step is paired here with one pass
-// of every read kernel right after it. Its reads are taken as a share of that pass's reading by
-// the kernel with the best median over all the passes (engine::cpu::KernelWithBestMedian), and,
-// stricter, of the pass's best kernel, whichever that was.
+// of every read kernel right after it (ReadProbe::ColdPass: neither the step nor a kernel finds
+// its bytes left in the last-level cache by the read before it). Its reads are taken as a share
+// of that pass's reading by the kernel with the best median over all the passes
+// (engine::cpu::KernelWithBestMedian), and, stricter, of the pass's best kernel, whichever that
+// was.
 void PrintPairedShare(Bench& bench, double weight_bytes, size_t probe_bytes, int steps) {
   engine::cpu::ReadProbe probe(probe_bytes);
   std::vector<engine::cpu::ReadCeiling> passes;
-  const std::vector<double> times = bench.DecodeStepTimes(1, steps, [&] { passes.push_back(probe.Pass()); });
+  const std::vector<double> times = bench.DecodeStepTimes(1, steps, [&] { passes.push_back(probe.ColdPass()); });
   const size_t kernel = engine::cpu::KernelWithBestMedian(passes);
   std::vector<double> kernel_readings, shares, shares_of_best;
   for (size_t i = 0; i < times.size(); ++i) {
@@ -132,7 +134,8 @@ void PrintPairedShare(Bench& bench, double weight_bytes, size_t probe_bytes, int
     shares.push_back(read / kernel_readings.back());
     shares_of_best.push_back(read / passes[i].gb_per_s);
   }
-  std::printf("paired: %d decode steps, each followed by one pass of every read kernel; the kernel with the best "
+  std::printf("paired: %d decode steps, each followed by one pass of every read kernel (each kernel's pass after a read of "
+              "another buffer, as each step comes after the pass); the kernel with the best "
               "median, %s, read %.1f GB/s (median; %.1f-%.1f): a step's reads are %.0f%% of that kernel's pass "
               "after it (median; middle half %.0f-%.0f%%), %.0f%% of the pass's best kernel\n",
               steps, std::string(passes[0].kernels[kernel].name).c_str(), Median(kernel_readings),

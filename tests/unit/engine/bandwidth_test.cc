@@ -29,6 +29,23 @@ TEST(ReadProbeTest, APassReportsEveryKernelOnceAndPicksTheFastest) {
   EXPECT_EQ(first.best_kernel, fastest->name);
 }
 
+TEST(ReadProbeTest, AColdPassReportsTheSameKernelsAsAPassAndPicksTheFastest) {
+  ReadProbe probe(size_t{4} << 20);
+  const ReadCeiling warm = probe.Pass();
+  for (int pass = 0; pass < 2; ++pass) {  // the first allocates the other buffer, the second reuses it
+    const ReadCeiling cold = probe.ColdPass();
+    ASSERT_EQ(cold.kernels.size(), warm.kernels.size());
+    for (size_t i = 0; i < cold.kernels.size(); ++i) {
+      EXPECT_EQ(cold.kernels[i].name, warm.kernels[i].name);
+      EXPECT_GT(cold.kernels[i].gb_per_s, 0) << cold.kernels[i].name;
+      EXPECT_LE(cold.kernels[i].gb_per_s, cold.gb_per_s) << cold.kernels[i].name;
+    }
+    EXPECT_NE(std::find_if(cold.kernels.begin(), cold.kernels.end(),
+                           [&](const auto& k) { return k.name == cold.best_kernel && k.gb_per_s == cold.gb_per_s; }),
+              cold.kernels.end());
+  }
+}
+
 TEST(ReadProbeTest, MaxOfKeepsEachKernelsHigherReadingAndTheBestOfThem) {
   const ReadCeiling measured = MeasureReadCeiling(size_t{4} << 20, 2);
   ASSERT_EQ(measured.kernels.size(), 7u);
