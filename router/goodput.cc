@@ -121,29 +121,45 @@ void GoodputModel::ComputePipelineExposure() {
       if (d == max_k_) continue;  // no guess past the deepest chain: nothing is drafted ahead
       depths.assign(ctx.size(), d + 1);
       const double serial = model_.DraftSeconds(pool_drafters_[p], ctx, depths);
+      const double verify = model_.TargetSeconds(all_context, static_cast<double>(items_.size()) + n * d);
       // The draft made ahead first feeds the chain and its guess, then drafts the next chain,
       // and one more beside it per other outcome it covers (RouterCore::AheadDraftSeconds); it
       // is used when the hypothesis holds or, failing that, one of those does
-      // (LatencyModel::DraftAheadLands, which learns greedy and sampled requests apart).
-      ahead_ctx.clear();
-      double hit = 0;
-      for (size_t j = 0; j < ctx.size(); ++j) {
-        const int32_t alternatives = std::min(model_.draft_ahead_alternatives(greedy[j]), d + 1);
-        ahead_ctx.insert(ahead_ctx.end(), static_cast<size_t>(1 + alternatives), ctx[j] + d + 1);
-        const double hypothesis = std::pow(acceptance[j], d + 1);
-        hit += model_.DraftAheadLands(hypothesis, greedy[j]);  // the hypothesis alone without alternatives
+      // (LatencyModel::DraftAheadLands, which learns greedy and sampled requests apart). As
+      // the router does (RouterCore::BestDraftAhead), the pool's drafts made ahead carry their
+      // alternatives or none, whichever leaves less exposed: here for the pool's requests
+      // together. What is exposed: the Propose of a miss, what of the draft made ahead
+      // outlasts the verify call, and what drafting beside the call adds to it
+      // (LatencyModel::verify_slowdown).
+      bool any_alternatives = false;
+      for (size_t j = 0; j < ctx.size(); ++j) any_alternatives |= model_.draft_ahead_alternatives(greedy[j]) > 0;
+      double best_hit = 0, best_exposed = 0, best_cost = INFINITY;
+      for (const bool with_alternatives : {true, false}) {
+        if (with_alternatives && !any_alternatives) continue;
+        ahead_ctx.clear();
+        double hit = 0;
+        for (size_t j = 0; j < ctx.size(); ++j) {
+          const int32_t alternatives =
+              with_alternatives ? std::min(model_.draft_ahead_alternatives(greedy[j]), d + 1) : 0;
+          ahead_ctx.insert(ahead_ctx.end(), static_cast<size_t>(1 + alternatives), ctx[j] + d + 1);
+          const double hypothesis = std::pow(acceptance[j], d + 1);
+          hit += model_.DraftAheadLands(hypothesis, greedy[j], alternatives > 0);
+        }
+        hit /= n;
+        ahead_depths.assign(ahead_ctx.size(), d + 1);
+        const double ahead = model_.DraftSeconds(pool_drafters_[p], ahead_ctx, ahead_depths, n * (d + 1));
+        const double exposed_ahead = std::max(0.0, ahead - verify) + model_.verify_slowdown() * verify;
+        const double cost = (1 - hit) * (serial + rpc) + exposed_ahead;
+        if (cost < best_cost) {
+          best_cost = cost;
+          best_hit = hit;
+          best_exposed = exposed_ahead;
+        }
       }
-      hit /= n;
-      ahead_depths.assign(ahead_ctx.size(), d + 1);
-      const double ahead = model_.DraftSeconds(pool_drafters_[p], ahead_ctx, ahead_depths, n * (d + 1));
-      const double verify = model_.TargetSeconds(all_context, static_cast<double>(items_.size()) + n * d);
-      // What of the draft made ahead outlasts the verify call, and what drafting beside the
-      // call adds to it (LatencyModel::verify_slowdown).
-      const double exposed_ahead = std::max(0.0, ahead - verify) + model_.verify_slowdown() * verify;
       // Otherwise the chain gets no guess and drafts as without the pipeline (exposure 1).
-      if ((1 - hit) * (serial + rpc) + exposed_ahead < linear + rpc) {
-        e.draft = ((1 - hit) * serial + exposed_ahead) / linear;
-        e.rpc = 1 - hit;
+      if (best_cost < linear + rpc) {
+        e.draft = ((1 - best_hit) * serial + best_exposed) / linear;
+        e.rpc = 1 - best_hit;
       }
     }
   }

@@ -169,10 +169,10 @@ class LatencyModel {
   void ObserveAlternativeOutcome(bool held, bool greedy);
   double alternative_rescue(bool greedy) const { return alternative_rescue_[greedy ? 0 : 1]; }
   // The chance that a greedy (or sampled) request's draft made ahead is used, when its
-  // hypothesis holds with chance `hypothesis` (that chance itself without alternatives).
-  double DraftAheadLands(double hypothesis, bool greedy) const {
-    return draft_ahead_alternatives(greedy) > 0 ? hypothesis + (1 - hypothesis) * alternative_rescue(greedy)
-                                                : hypothesis;
+  // hypothesis holds with chance `hypothesis`: that chance itself when it covers no other
+  // outcome, else what the alternatives catch of its misses besides.
+  double DraftAheadLands(double hypothesis, bool greedy, bool with_alternatives) const {
+    return with_alternatives ? hypothesis + (1 - hypothesis) * alternative_rescue(greedy) : hypothesis;
   }
   const std::optional<ForwardCoefficients>& refit_target() const { return refit_target_; }
   // A pool's draft-time correction (router/draft_correction.h): predicted call time =

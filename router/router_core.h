@@ -407,13 +407,32 @@ class RouterCore {
   // (RouterOptions::draft_ahead_alternatives, or draft_ahead_sampled_alternatives; at most one
   // a position).
   int32_t AlternativesAhead(const Active& r, int32_t assumed) const;
-  // The chance that r's draft made ahead after a chain of k is used: the hypothesis, or one of
-  // the alternatives where it fails (LatencyModel::DraftAheadLands).
-  double DraftAheadLands(const Active& r, int32_t k) const;
+  // The chance that r's draft made ahead after a chain of k, covering `alternatives` other
+  // outcomes, is used: the hypothesis, or one of the alternatives where it fails
+  // (LatencyModel::DraftAheadLands).
+  double DraftAheadLands(const Active& r, int32_t k, int32_t alternatives) const;
   // What r's draft made ahead is predicted to cost its pool's drafter: a chain of `depth`
-  // after `context` tokens, and as many more as its alternatives (its hypothesis `assumed`
-  // tokens long; 0: the chain alone, as a serial Propose drafts it).
-  double AheadDraftSeconds(const Active& r, int32_t context, int32_t depth, int32_t assumed) const;
+  // after `context` tokens, and as many more as its `alternatives` (0: the chain alone, as a
+  // serial Propose drafts it).
+  double AheadDraftSeconds(const Active& r, int32_t context, int32_t depth, int32_t alternatives) const;
+  // A draft made ahead as priced: the alternatives it covers, the chance it is used and what
+  // of it outlasts the verify call.
+  struct DraftAheadOption {
+    int32_t alternatives = 0;
+    double lands = 0;
+    double outlasting = 0;
+    // What it is worth when a hit spares `saved_seconds`: what it saves less what it delays.
+    double Net(double saved_seconds) const { return lands * saved_seconds - outlasting; }
+  };
+  // r's draft made ahead after a chain of k and a hypothesis `assumed` tokens long, a chain of
+  // `depth` after `context` tokens, beside a verify call of `verify_seconds`: with the
+  // alternatives the options allow (AlternativesAhead) or with none, whichever nets more when
+  // a hit spares `saved_seconds`. Each alternative is one more chain in the drafter's forwards:
+  // where drafting costs nearly what verifying does (a target's own weights in 8 bits), the
+  // chains of four alternatives outlast the verify call the hypothesis alone would hide in,
+  // for misses a drafter that good rarely makes.
+  DraftAheadOption BestDraftAhead(const Active& r, int32_t k, int32_t assumed, int32_t context, int32_t depth,
+                                  double verify_seconds, double saved_seconds) const;
   std::vector<AheadCall> PlanDraftAhead(const StepPlan& plan);
   // The calls of a draft-ahead (or a prefill's drafts), one per pool, each with its timeout.
   std::vector<AheadCall> TimedAheadCalls(std::map<std::string, AheadCall> by_pool) const;

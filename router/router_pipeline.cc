@@ -27,7 +27,9 @@
 // With RouterOptions::draft_ahead_alternatives a request's call also drafts after the
 // drafter's likeliest other outcomes of the step (a prefix of chain + guess, then the drafter's
 // best other token there: for a sampled request, the likeliest token of the distribution it
-// draws from other than its draw); the hypothesis goes as assumed tokens, which the drafter
+// draws from other than its draw), where what they catch outweighs what their chains cost the
+// drafter (BestDraftAhead; otherwise the hypothesis alone); the hypothesis goes as assumed
+// tokens, which the drafter
 // does not count as committed, so `known` stays at the committed length whatever the outcome,
 // and the next step keeps the draft whose outcome the step emitted (a hit by another name).
 // Output stays exact: a draft made ahead was drafted from exactly the history the next step
@@ -104,15 +106,31 @@ int32_t RouterCore::AlternativesAhead(const Active& r, int32_t assumed) const {
   return std::min(latency_.draft_ahead_alternatives(r.request.sampling.greedy()), assumed);
 }
 
-double RouterCore::DraftAheadLands(const Active& r, int32_t k) const {
-  // The hypothesis alone where no alternatives are drafted (LatencyModel::DraftAheadLands).
-  return latency_.DraftAheadLands(ChainAndGuessLand(r, k), r.request.sampling.greedy());
+double RouterCore::DraftAheadLands(const Active& r, int32_t k, int32_t alternatives) const {
+  return latency_.DraftAheadLands(ChainAndGuessLand(r, k), r.request.sampling.greedy(), alternatives > 0);
 }
 
-double RouterCore::AheadDraftSeconds(const Active& r, int32_t context, int32_t depth, int32_t assumed) const {
+double RouterCore::AheadDraftSeconds(const Active& r, int32_t context, int32_t depth, int32_t alternatives) const {
   // Each other outcome drafted for is one more chain of the same depth in the call's forwards.
-  const size_t chains = 1 + static_cast<size_t>(AlternativesAhead(r, assumed));
+  const size_t chains = 1 + static_cast<size_t>(alternatives);
   return latency_.DraftSeconds(r.pool, std::vector<int32_t>(chains, context), std::vector<int32_t>(chains, depth));
+}
+
+RouterCore::DraftAheadOption RouterCore::BestDraftAhead(const Active& r, int32_t k, int32_t assumed, int32_t context,
+                                                        int32_t depth, double verify_seconds,
+                                                        double saved_seconds) const {
+  auto option = [&](int32_t alternatives) {
+    DraftAheadOption o;
+    o.alternatives = alternatives;
+    o.lands = DraftAheadLands(r, k, alternatives);
+    o.outlasting = std::max(0.0, AheadDraftSeconds(r, context, depth, alternatives) - verify_seconds);
+    return o;
+  };
+  const DraftAheadOption alone = option(0);
+  const int32_t allowed = AlternativesAhead(r, assumed);
+  if (allowed == 0) return alone;
+  const DraftAheadOption covered = option(allowed);
+  return covered.Net(saved_seconds) >= alone.Net(saved_seconds) ? covered : alone;
 }
 
 bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, double verify_seconds,
@@ -124,15 +142,14 @@ bool RouterCore::DraftGuessPays(const Active& r, int32_t k, int32_t max_k, doubl
   // its share of what drafting beside the call adds to it; without it, every step waits for a
   // Propose of k levels.
   const int32_t context = static_cast<int32_t>(r.history.size());
-  const double hit = DraftAheadLands(r, k);
   const double rpc = latency_.RpcSeconds();
   const LatencyModel::ResolvedDrafter drafter = latency_.Resolve(r.pool);
   const std::vector<int32_t> ctx = {context}, levels = {k}, deeper_levels = {k + 1};
   const double chain = latency_.DraftSeconds(drafter, ctx, levels);
   const double deeper = latency_.DraftSeconds(drafter, ctx, deeper_levels);
-  const double ahead = AheadDraftSeconds(r, context + k + 1, k + 1, k + 1);
-  const double outlasting = std::max(0.0, ahead - verify_seconds);
-  return (1 - hit) * (deeper + rpc) + outlasting + slowdown_seconds < chain + rpc;
+  // A hit spares the next step's Propose (k + 1 levels, as it would draft with the guess).
+  const DraftAheadOption ahead = BestDraftAhead(r, k, k + 1, context + k + 1, k + 1, verify_seconds, deeper + rpc);
+  return (1 - ahead.lands) * (deeper + rpc) + ahead.outlasting + slowdown_seconds < chain + rpc;
 }
 
 bool RouterCore::ProbesSlowdown() {
@@ -196,15 +213,13 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     // catches the miss) outweighs the part of it the verify call does not hide, which this step
     // waits for whether it lands or not. The Propose saved is one chain: the alternatives' own
     // chains add to what is drafted ahead, not to what a hit saves.
-    const double hit = DraftAheadLands(*r, k);
     const int32_t ahead_context = static_cast<int32_t>(r->history.size() + assumed.size());
-    const double draft_seconds =
-        AheadDraftSeconds(*r, ahead_context, depth, static_cast<int32_t>(assumed.size()));
-    const double spared_seconds = AheadDraftSeconds(*r, ahead_context, depth, /*assumed=*/0);
-    const double overrun = std::max(0.0, draft_seconds - verify_seconds);
-    const double saving = hit * (spared_seconds + latency_.RpcSeconds());
-    if (saving < overrun) continue;
-    step_saving += saving - overrun;
+    const double spared_seconds = AheadDraftSeconds(*r, ahead_context, depth, /*alternatives=*/0);
+    const double saved_seconds = spared_seconds + latency_.RpcSeconds();
+    const DraftAheadOption ahead = BestDraftAhead(*r, k, static_cast<int32_t>(assumed.size()), ahead_context, depth,
+                                                  verify_seconds, saved_seconds);
+    if (ahead.Net(saved_seconds) < 0) continue;
+    step_saving += ahead.Net(saved_seconds);
     AheadCall& call = by_pool[r->pool];
     call.pool = r->pool;
     spec::ProposeItem item;
@@ -214,7 +229,7 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     item.new_tokens.insert(item.new_tokens.end(), assumed.begin(), assumed.end());
     item.shape.depth = depth;
     item.sampling = r->request.sampling;
-    item.alternatives = AlternativesAhead(*r, static_cast<int32_t>(assumed.size()));
+    item.alternatives = ahead.alternatives;
     // With alternatives the hypothesis stays out of the drafter's committed history, so that
     // whichever outcome holds, the next call sends the committed tokens from before it.
     if (item.alternatives > 0) item.assumed_tokens = static_cast<int32_t>(assumed.size());

@@ -183,6 +183,28 @@ TEST(GoodputTest, AlternativesLetADraftMadeAheadLandMoreOften) {
   EXPECT_NEAR(covering_greedy.Exposure(0, 2).rpc, miss * (1 - kAlternativeRescuePrior), 1e-12);
 }
 
+// Where the alternatives' extra chains would outlast the verify call that a chain alone fits
+// in (one chain of 4 levels 1.6 ms, five of them 8 ms, beside a 5 ms verify call), the pool's
+// drafts made ahead are priced with the hypothesis alone, as RouterCore::BestDraftAhead drafts
+// them, rather than as five chains or as no draft ahead at all.
+TEST(GoodputTest, AlternativesThatWouldOutlastTheVerifyCallAreLeftOut) {
+  LatencyModel hypothesis_only_model;
+  hypothesis_only_model.set_target({0.0, 0.0, 0.005});
+  hypothesis_only_model.set_drafter("draft", DrafterCost{false, ForwardCoefficients{0.0, 0.0004, 0.0}, 0});
+  hypothesis_only_model.set_rpc_seconds(0.0001);
+  hypothesis_only_model.set_pipeline(true);
+  LatencyModel covering_model = hypothesis_only_model;
+  covering_model.set_draft_ahead_alternatives(4);
+  const std::vector<GoodputItem> items = {{100, 0.95, "draft", true}};
+  const GoodputModel hypothesis_only(hypothesis_only_model, items, 8);
+  const GoodputModel covering(covering_model, items, 8);
+  const auto alone = hypothesis_only.Exposure(0, 3);
+  ASSERT_LT(alone.draft, 1.0);  // drafting ahead pays with the hypothesis alone
+  EXPECT_DOUBLE_EQ(covering.Exposure(0, 3).draft, alone.draft);
+  EXPECT_DOUBLE_EQ(covering.Exposure(0, 3).rpc, alone.rpc);
+  EXPECT_DOUBLE_EQ(covering.StepSeconds({3}), hypothesis_only.StepSeconds({3}));
+}
+
 // The step waits for what of the draft made ahead (one level deeper, its first forward feeding
 // the chain and the guess) outlasts the verify call, and for a serial Propose (also one level
 // deeper) when the draft made ahead missed.

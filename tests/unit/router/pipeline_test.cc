@@ -195,11 +195,10 @@ TEST(PipelineTest, TheGuessIsDraftedOnlyWhereDraftingAheadPays) {
 // A draft made ahead with alternatives drafts one more chain per alternative, but a hit spares
 // the next step only its own Propose: one chain. Under a model where one chain of 4 levels (1.6
 // ms) fits in the 5 ms verify call and five (8 ms) outlast it by 3 ms, a request whose drafts
-// all land keeps drafting ahead with the hypothesis alone, and with four alternatives stops
-// after the draft its prefill made ahead (a hit priced as all five chains would have each step
-// wait 3 ms to spare 1.6). A first request makes the policy's depth known, so that the second
-// one's prefill drafts its first decode step ahead (router_prefill_drafts.cc) whatever the
-// alternatives; the serial Proposes after it get no guess with four (DraftGuessPays).
+// all land drafts every step ahead with the hypothesis alone, four alternatives allowed or
+// none (RouterCore::BestDraftAhead: five chains would have each step wait 3 ms to spare 1.6,
+// for misses this drafter does not make). A first request makes the policy's depth known, so
+// that the second one's prefill drafts its first decode step ahead (router_prefill_drafts.cc).
 TEST(PipelineTest, AHitIsWorthTheProposeItSparesNotTheAlternativesDraftedBesideIt) {
   LatencyModel model;
   model.set_target({0.0, 0.0, 0.005});
@@ -216,6 +215,7 @@ TEST(PipelineTest, AHitIsWorthTheProposeItSparesNotTheAlternativesDraftedBesideI
     ASSERT_TRUE(h.Submit(Prompt(40, 7), 24).ok());
     h.RunUntilIdle();
     const int beside_before = h.drafters[0]->beside_verify_calls;
+    const int64_t alternatives_before = h.drafters[0]->alternatives_asked;
     const int64_t steps_before = h.core->Snapshot().steps;
     auto id = h.Submit(Prompt(50, 9), 60);
     ASSERT_TRUE(id.ok());
@@ -224,13 +224,11 @@ TEST(PipelineTest, AHitIsWorthTheProposeItSparesNotTheAlternativesDraftedBesideI
     const int beside = h.drafters[0]->beside_verify_calls - beside_before;
     const int64_t steps = h.core->Snapshot().steps - steps_before;
     ASSERT_GT(steps, 10);
-    if (alternatives == 0) {
-      EXPECT_GE(beside, steps - 2);  // every step but the last drafts the next one ahead
-    } else {
-      EXPECT_LE(beside, 1);  // the prefill's, at most
-    }
+    EXPECT_GE(beside, steps - 2);  // every step but the last drafts the next one ahead
+    EXPECT_EQ(h.drafters[0]->alternatives_asked, alternatives_before);  // with the hypothesis alone
   }
 }
+
 
 // A policy that deepens and shortens its chains by turns: 3, 2, 3, 2, ... (a goodput policy
 // between two depths of near-equal value does this every few steps).
