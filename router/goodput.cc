@@ -103,6 +103,9 @@ void GoodputModel::ComputePipelineExposure() {
   for (const GoodputItem& it : items_) all_context += it.context;
   std::vector<int32_t> ctx, ahead_ctx, depths, ahead_depths;
   for (size_t p = 0; p < pools_.size(); ++p) {
+    // Drafts made ahead are priced with their own correction (LatencyModel::ResolveAhead): the
+    // drafter may run slower beside the verifier than alone.
+    const LatencyModel::ResolvedDrafter ahead_drafter = model_.ResolveAhead(pools_[p]);
     ctx.clear();
     std::vector<double> acceptance;
     std::vector<bool> greedy;
@@ -147,7 +150,7 @@ void GoodputModel::ComputePipelineExposure() {
         }
         hit /= n;
         ahead_depths.assign(ahead_ctx.size(), d + 1);
-        const double ahead = model_.DraftSeconds(pool_drafters_[p], ahead_ctx, ahead_depths, n * (d + 1));
+        const double ahead = model_.DraftSeconds(ahead_drafter, ahead_ctx, ahead_depths, n * (d + 1));
         const double exposed_ahead = std::max(0.0, ahead - verify) + model_.verify_slowdown() * verify;
         const double cost = (1 - hit) * (serial + rpc) + exposed_ahead;
         if (cost < best_cost) {

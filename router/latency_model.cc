@@ -314,6 +314,16 @@ LatencyModel::ResolvedDrafter LatencyModel::Resolve(const std::string& pool) con
   return resolved;
 }
 
+LatencyModel::ResolvedDrafter LatencyModel::ResolveAhead(const std::string& pool) const {
+  ResolvedDrafter resolved = Resolve(pool);
+  auto it = ahead_draft_corrections_.find(pool);
+  if (resolved.raw != nullptr && it != ahead_draft_corrections_.end()) {
+    resolved.scale = it->second.scale();
+    resolved.call_seconds = it->second.per_call_seconds();
+  }
+  return resolved;
+}
+
 double LatencyModel::DraftSeconds(const ResolvedDrafter& drafter, absl::Span<const int32_t> ctx,
                                   absl::Span<const int32_t> k, double first_forward_tokens) const {
   if (drafter.raw == nullptr) return 0;
@@ -344,6 +354,17 @@ void LatencyModel::ObserveDraft(const std::string& pool, absl::Span<const int32_
   if (IsCatchUp(k, first_forward_tokens)) return;
   // A pool's first observation starts from the correction it had followed until then.
   auto it = draft_corrections_.try_emplace(pool, drafter.scale).first;
+  it->second.Observe(RawDraftSeconds(drafter, ctx, k, first_forward_tokens), observed);
+}
+
+void LatencyModel::ObserveDraftAhead(const std::string& pool, absl::Span<const int32_t> ctx,
+                                     absl::Span<const int32_t> k, double observed, double first_forward_tokens) {
+  const ResolvedDrafter drafter = Resolve(pool);
+  if (drafter.raw == nullptr) return;
+  if (IsCatchUp(k, first_forward_tokens)) return;
+  // Starts from the pool's serial correction: until drafts made ahead are seen to run slower
+  // (or faster), they are priced as the serial ones.
+  auto it = ahead_draft_corrections_.try_emplace(pool, drafter.scale).first;
   it->second.Observe(RawDraftSeconds(drafter, ctx, k, first_forward_tokens), observed);
 }
 

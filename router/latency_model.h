@@ -117,6 +117,13 @@ class LatencyModel {
   void ObserveDraft(const std::string& pool, absl::Span<const int32_t> ctx,
                     absl::Span<const int32_t> k, double observed_seconds,
                     double first_forward_tokens = -1);
+  // The same for a draft made ahead (router_pipeline.cc), which runs while the target verifies:
+  // beside the verifier it may run slower than alone (on a 2-core host, the 8-bit self-draft's
+  // drafts made ahead for four requests took 2.8x the Proposes of the serial steps), so it
+  // has a correction of its own, which starts from the pool's serial one. Serial Proposes do
+  // not move it, nor drafts made ahead the serial one.
+  void ObserveDraftAhead(const std::string& pool, absl::Span<const int32_t> ctx, absl::Span<const int32_t> k,
+                         double observed_seconds, double first_forward_tokens);
   void ObserveRpcOverhead(double seconds_per_rpc);
   double target_scale() const { return target_scale_; }
   // The file's target line at the observed level (its coefficients x target_scale()): the
@@ -192,6 +199,12 @@ class LatencyModel {
     }
   };
   ResolvedDrafter Resolve(const std::string& pool) const;
+  // A pool's entry with the correction of its drafts made ahead (ObserveDraftAhead), or its
+  // serial one until one is observed.
+  ResolvedDrafter ResolveAhead(const std::string& pool) const;
+  // The pool's drafts-made-ahead scale and per-call time, as draft_scale and draft_call_seconds.
+  double draft_ahead_scale(const std::string& pool) const { return ResolveAhead(pool).scale; }
+  double draft_ahead_call_seconds(const std::string& pool) const { return ResolveAhead(pool).call_seconds; }
   // DraftSeconds(pool, ...) for a resolved pool: the same figure. `first_forward_tokens`: as
   // for ObserveDraft, tokens the first forward feeds when that is more than one per request.
   double DraftSeconds(const ResolvedDrafter& drafter, absl::Span<const int32_t> ctx,
@@ -231,6 +244,7 @@ class LatencyModel {
   int32_t draft_ahead_alternatives_[2] = {0, 0};  // greedy, sampled
   double alternative_rescue_[2] = {kAlternativeRescuePrior, kSampledAlternativeRescuePrior};  // greedy, sampled
   std::map<std::string, DraftCorrection> draft_corrections_;
+  std::map<std::string, DraftCorrection> ahead_draft_corrections_;  // drafts made ahead
   nlohmann::json fit_info_;  // carried through load/save untouched
 };
 

@@ -546,6 +546,14 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   snapshot_.latency_refit["draft_scales"] = scales;
   snapshot_.latency_refit["draft_call_seconds"] = call_seconds;
   if (options_.pipeline) {
+    // The same for the drafts made ahead beside the verify call (LatencyModel::ObserveDraftAhead).
+    nlohmann::json ahead_scales = nlohmann::json::object(), ahead_call_seconds = nlohmann::json::object();
+    for (const std::string& p : pool_names_) {
+      ahead_scales[p] = latency_.draft_ahead_scale(p);
+      ahead_call_seconds[p] = latency_.draft_ahead_call_seconds(p);
+    }
+    snapshot_.latency_refit["draft_ahead_scales"] = ahead_scales;
+    snapshot_.latency_refit["draft_ahead_call_seconds"] = ahead_call_seconds;
     snapshot_.latency_refit["draft_ahead_verify_slowdown"] = latency_.verify_slowdown_estimate().Describe();
   }
 }

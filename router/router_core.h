@@ -411,10 +411,10 @@ class RouterCore {
   // outcomes, is used: the hypothesis, or one of the alternatives where it fails
   // (LatencyModel::DraftAheadLands).
   double DraftAheadLands(const Active& r, int32_t k, int32_t alternatives) const;
-  // What r's draft made ahead is predicted to cost its pool's drafter: a chain of `depth`
-  // after `context` tokens, and as many more as its `alternatives` (0: the chain alone, as a
-  // serial Propose drafts it).
-  double AheadDraftSeconds(const Active& r, int32_t context, int32_t depth, int32_t alternatives) const;
+  // What r's draft made ahead is predicted to cost its pool's drafter beside the verify call
+  // (LatencyModel::ResolveAhead): `fed` tokens fed, then a chain of `depth` after `context`
+  // tokens, and as many more as its `alternatives`.
+  double AheadDraftSeconds(const Active& r, int32_t context, int32_t depth, int32_t alternatives, int32_t fed) const;
   // A draft made ahead as priced: the alternatives it covers, the chance it is used and what
   // of it outlasts the verify call.
   struct DraftAheadOption {
@@ -434,6 +434,13 @@ class RouterCore {
   DraftAheadOption BestDraftAhead(const Active& r, int32_t k, int32_t assumed, int32_t context, int32_t depth,
                                   double verify_seconds, double saved_seconds) const;
   std::vector<AheadCall> PlanDraftAhead(const StepPlan& plan);
+  // Keeps the members of a pool's call for drafts made ahead whose gains outweigh what the
+  // call as a whole outlasts a verify call of `verify_seconds` by: the longest run of them,
+  // largest gains first, that nets the most (members keep their order). Each request is first
+  // judged on its own chains; together they are one call, and where drafting beside the
+  // verifier is slow, four requests' chains can outlast a call that each alone would fit in.
+  // Returns what the kept members net (0, and no members, where none pays).
+  double KeepMembersThatPay(AheadCall* call, double verify_seconds) const;
   // The calls of a draft-ahead (or a prefill's drafts), one per pool, each with its timeout.
   std::vector<AheadCall> TimedAheadCalls(std::map<std::string, AheadCall> by_pool) const;
   void DraftAhead(std::vector<AheadCall>* calls);

@@ -83,6 +83,8 @@ struct RouterCore::AheadCall {
   std::vector<int32_t> history_before;        // each member's history length before the step
   std::vector<std::vector<int32_t>> assumed;  // what the step must emit for the draft to hold
   std::vector<spec::ProposeItem> items;
+  // Each member's chance that its draft is used times the Propose a hit spares (PlanDraftAhead).
+  std::vector<double> gains;
   absl::Duration timeout;
   absl::StatusOr<spec::ProposeResponse> response = absl::UnknownError("not called");
 };

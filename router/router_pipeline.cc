@@ -110,10 +110,12 @@ double RouterCore::DraftAheadLands(const Active& r, int32_t k, int32_t alternati
   return latency_.DraftAheadLands(ChainAndGuessLand(r, k), r.request.sampling.greedy(), alternatives > 0);
 }
 
-double RouterCore::AheadDraftSeconds(const Active& r, int32_t context, int32_t depth, int32_t alternatives) const {
+double RouterCore::AheadDraftSeconds(const Active& r, int32_t context, int32_t depth, int32_t alternatives,
+                                     int32_t fed) const {
   // Each other outcome drafted for is one more chain of the same depth in the call's forwards.
   const size_t chains = 1 + static_cast<size_t>(alternatives);
-  return latency_.DraftSeconds(r.pool, std::vector<int32_t>(chains, context), std::vector<int32_t>(chains, depth));
+  return latency_.DraftSeconds(latency_.ResolveAhead(r.pool), std::vector<int32_t>(chains, context),
+                               std::vector<int32_t>(chains, depth), fed);
 }
 
 RouterCore::DraftAheadOption RouterCore::BestDraftAhead(const Active& r, int32_t k, int32_t assumed, int32_t context,
@@ -123,7 +125,7 @@ RouterCore::DraftAheadOption RouterCore::BestDraftAhead(const Active& r, int32_t
     DraftAheadOption o;
     o.alternatives = alternatives;
     o.lands = DraftAheadLands(r, k, alternatives);
-    o.outlasting = std::max(0.0, AheadDraftSeconds(r, context, depth, alternatives) - verify_seconds);
+    o.outlasting = std::max(0.0, AheadDraftSeconds(r, context, depth, alternatives, assumed) - verify_seconds);
     return o;
   };
   const DraftAheadOption alone = option(0);
@@ -178,6 +180,35 @@ bool RouterCore::DraftAheadOutweighsSlowdown(const StepPlan& plan, double saving
   return pays;
 }
 
+namespace {
+
+// Whether the step emitted exactly `tokens` after the `before` history tokens it started from.
+bool Emitted(const std::vector<int32_t>& history, size_t before, const std::vector<int32_t>& tokens) {
+  return history.size() == before + tokens.size() &&
+         std::equal(tokens.begin(), tokens.end(), history.begin() + static_cast<std::ptrdiff_t>(before));
+}
+
+// A Propose call in the latency model's terms: each item's context once its new tokens are
+// fed, its depth, and the tokens the first forward feeds.
+struct ProposeShape {
+  std::vector<int32_t> ctx, depth;
+  double fed = 0;
+};
+ProposeShape ShapeOf(const std::vector<spec::ProposeItem>& items) {
+  ProposeShape shape;
+  for (const spec::ProposeItem& item : items) {
+    // Each other outcome drafted for is one more chain (RouterCore::AheadDraftSeconds).
+    for (int32_t chain = 0; chain <= item.alternatives; ++chain) {
+      shape.ctx.push_back(item.known_length + static_cast<int32_t>(item.new_tokens.size()));
+      shape.depth.push_back(item.shape.depth);
+    }
+    shape.fed += static_cast<double>(item.new_tokens.size());
+  }
+  return shape;
+}
+
+}  // namespace
+
 std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& plan) {
   // The verify call this step is about to make, as the latency model predicts it: a draft made
   // ahead that takes longer than that delays the step even when it turns out useless.
@@ -214,13 +245,15 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     // waits for whether it lands or not. The Propose saved is one chain: the alternatives' own
     // chains add to what is drafted ahead, not to what a hit saves.
     const int32_t ahead_context = static_cast<int32_t>(r->history.size() + assumed.size());
-    const double spared_seconds = AheadDraftSeconds(*r, ahead_context, depth, /*alternatives=*/0);
+    // What a hit spares: the next step's serial Propose of the chain.
+    const double spared_seconds =
+        latency_.DraftSeconds(r->pool, std::vector<int32_t>{ahead_context}, std::vector<int32_t>{depth});
     const double saved_seconds = spared_seconds + latency_.RpcSeconds();
     const DraftAheadOption ahead = BestDraftAhead(*r, k, static_cast<int32_t>(assumed.size()), ahead_context, depth,
                                                   verify_seconds, saved_seconds);
     if (ahead.Net(saved_seconds) < 0) continue;
-    step_saving += ahead.Net(saved_seconds);
     AheadCall& call = by_pool[r->pool];
+    call.gains.push_back(ahead.lands * saved_seconds);
     call.pool = r->pool;
     spec::ProposeItem item;
     item.id = r->id;
@@ -238,45 +271,58 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
     call.history_before.push_back(static_cast<int32_t>(r->history.size()));
     call.assumed.push_back(std::move(assumed));
   }
+  for (auto it = by_pool.begin(); it != by_pool.end();) {
+    step_saving += KeepMembersThatPay(&it->second, verify_seconds);
+    it = it->second.members.empty() ? by_pool.erase(it) : std::next(it);
+  }
   if (!by_pool.empty() && !DraftAheadOutweighsSlowdown(plan, step_saving, verify_seconds)) return {};
   return TimedAheadCalls(std::move(by_pool));
 }
 
-namespace {
-
-// Whether the step emitted exactly `tokens` after the `before` history tokens it started from.
-bool Emitted(const std::vector<int32_t>& history, size_t before, const std::vector<int32_t>& tokens) {
-  return history.size() == before + tokens.size() &&
-         std::equal(tokens.begin(), tokens.end(), history.begin() + static_cast<std::ptrdiff_t>(before));
-}
-
-// A Propose call in the latency model's terms: each item's context once its new tokens are
-// fed, its depth, and the tokens the first forward feeds.
-struct ProposeShape {
-  std::vector<int32_t> ctx, depth;
-  double fed = 0;
-};
-ProposeShape ShapeOf(const std::vector<spec::ProposeItem>& items) {
-  ProposeShape shape;
-  for (const spec::ProposeItem& item : items) {
-    // Each other outcome drafted for is one more chain (RouterCore::AheadDraftSeconds).
-    for (int32_t chain = 0; chain <= item.alternatives; ++chain) {
-      shape.ctx.push_back(item.known_length + static_cast<int32_t>(item.new_tokens.size()));
-      shape.depth.push_back(item.shape.depth);
+double RouterCore::KeepMembersThatPay(AheadCall* call, double verify_seconds) const {
+  const size_t n = call->members.size();
+  std::vector<size_t> by_gain(n);
+  for (size_t m = 0; m < n; ++m) by_gain[m] = m;
+  std::stable_sort(by_gain.begin(), by_gain.end(),
+                   [call](size_t a, size_t b) { return call->gains[a] > call->gains[b]; });
+  const LatencyModel::ResolvedDrafter drafter = latency_.ResolveAhead(call->pool);
+  double best_net = 0, gains = 0;
+  size_t best_count = 0;
+  std::vector<spec::ProposeItem> run;
+  for (size_t count = 1; count <= n; ++count) {
+    run.push_back(call->items[by_gain[count - 1]]);
+    gains += call->gains[by_gain[count - 1]];
+    const ProposeShape shape = ShapeOf(run);
+    const double seconds = latency_.DraftSeconds(drafter, shape.ctx, shape.depth, shape.fed);
+    const double net = gains - std::max(0.0, seconds - verify_seconds);
+    if (net > best_net) {
+      best_net = net;
+      best_count = count;
     }
-    shape.fed += static_cast<double>(item.new_tokens.size());
   }
-  return shape;
+  std::vector<bool> keep(n, false);
+  for (size_t i = 0; i < best_count; ++i) keep[by_gain[i]] = true;
+  AheadCall kept;
+  kept.pool = call->pool;
+  for (size_t m = 0; m < n; ++m) {
+    if (!keep[m]) continue;
+    kept.members.push_back(call->members[m]);
+    kept.history_before.push_back(call->history_before[m]);
+    kept.assumed.push_back(std::move(call->assumed[m]));
+    kept.items.push_back(std::move(call->items[m]));
+    kept.gains.push_back(call->gains[m]);
+  }
+  *call = std::move(kept);
+  return best_net;
 }
 
-}  // namespace
 
 std::vector<RouterCore::AheadCall> RouterCore::TimedAheadCalls(std::map<std::string, AheadCall> by_pool) const {
   std::vector<AheadCall> calls;
   for (auto& [pool, call] : by_pool) {
     const ProposeShape shape = ShapeOf(call.items);
     // Feeding the new tokens costs the drafter at most what it costs the target.
-    call.timeout = CallTimeout(latency_.DraftSeconds(pool, shape.ctx, shape.depth) +
+    call.timeout = CallTimeout(latency_.DraftSeconds(latency_.ResolveAhead(pool), shape.ctx, shape.depth) +
                                    latency_.TargetSeconds(0, shape.fed) + latency_.RpcSeconds(),
                                1.0);
     calls.push_back(std::move(call));
@@ -294,10 +340,10 @@ void RouterCore::DraftAhead(std::vector<AheadCall>* calls) {
 }
 
 void RouterCore::ObserveAheadCall(const AheadCall& call) {
-  // The draft-time correction learns from these too: with the pipeline they are most of the
-  // drafting, and they run beside the verifier, as the overlap they are priced for does.
+  // Drafts made ahead have a correction of their own (LatencyModel::ObserveDraftAhead): they
+  // run beside the verifier, which may slow them, as the drafts made ahead they price do.
   const ProposeShape shape = ShapeOf(call.items);
-  latency_.ObserveDraft(call.pool, shape.ctx, shape.depth, call.response->compute_seconds, shape.fed);
+  latency_.ObserveDraftAhead(call.pool, shape.ctx, shape.depth, call.response->compute_seconds, shape.fed);
 }
 
 void RouterCore::ApplyDraftAhead(std::vector<AheadCall>& calls, double verify_compute, StepStats* stats) {

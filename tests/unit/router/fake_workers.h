@@ -9,6 +9,7 @@
 #ifndef SPLITSPEC_TESTS_UNIT_ROUTER_FAKE_WORKERS_H_
 #define SPLITSPEC_TESTS_UNIT_ROUTER_FAKE_WORKERS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -234,6 +235,10 @@ class FakeDrafter : public DrafterClient {
   // Counted apart (beside_verify_calls), then as any Propose.
   absl::StatusOr<spec::ProposeResponse> ProposeBesideVerify(const std::vector<spec::ProposeItem>& items) override {
     ++beside_verify_calls;
+    // A decode step's drafts made ahead (a prefill's items start from nothing known).
+    if (std::all_of(items.begin(), items.end(), [](const spec::ProposeItem& item) { return item.known_length > 0; })) {
+      decode_ahead_call_sizes.push_back(items.size());
+    }
     return Propose(items);
   }
 
@@ -332,6 +337,7 @@ class FakeDrafter : public DrafterClient {
 
   const FakeVerifier* verifier = nullptr;  // optional: cross-checks the drafter's history
   int64_t alternatives_asked = 0;          // ProposeItem::alternatives, summed over items
+  std::vector<size_t> decode_ahead_call_sizes;  // items of each decode step's ProposeBesideVerify
   std::map<spec::RequestId, std::vector<int32_t>> sessions;
   std::set<spec::RequestId> released;
   std::set<spec::RequestId> proposed_ids;

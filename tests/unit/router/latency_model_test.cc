@@ -180,6 +180,27 @@ TEST(LatencyModelTest, CatchUpCallsDoNotMoveTheDraftCorrection) {
   EXPECT_GT(m.draft_scale("draft"), 1.5 * scale);
 }
 
+// Drafts made ahead learn a correction of their own: until one is observed they are priced as
+// the pool's serial Proposes; drafts made ahead seen at three times the line move only theirs,
+// and serial Proposes only the serial one.
+TEST(LatencyModelTest, DraftsMadeAheadHaveACorrectionOfTheirOwn) {
+  LatencyModel m;
+  m.set_drafter("draft", DrafterCost{false, {2e-7, 3e-5, 0.002}, 0});
+  const std::vector<int32_t> ctx = {100, 200}, k = {3, 3};
+  const double raw = m.DraftSeconds(m.Resolve("draft"), ctx, k, 8);
+  EXPECT_DOUBLE_EQ(m.DraftSeconds(m.ResolveAhead("draft"), ctx, k, 8), raw);
+  for (int i = 0; i < 40; ++i) m.ObserveDraftAhead("draft", ctx, k, 3 * raw, 8);
+  EXPECT_GT(m.DraftSeconds(m.ResolveAhead("draft"), ctx, k, 8), 2.5 * raw);  // most of the way to 3x
+  EXPECT_DOUBLE_EQ(m.DraftSeconds(m.Resolve("draft"), ctx, k, 8), raw);  // the serial price stays
+  const double ahead_scale = m.draft_ahead_scale("draft");
+  for (int i = 0; i < 40; ++i) m.ObserveDraft("draft", ctx, k, 0.5 * raw, 8);
+  EXPECT_LT(m.DraftSeconds(m.Resolve("draft"), ctx, k, 8), 0.6 * raw);
+  EXPECT_DOUBLE_EQ(m.draft_ahead_scale("draft"), ahead_scale);
+  // A catch-up fed more than a decode step's tokens: not learnt from, as for serial calls.
+  for (int i = 0; i < 40; ++i) m.ObserveDraftAhead("draft", ctx, k, 10 * raw, 40);
+  EXPECT_DOUBLE_EQ(m.draft_ahead_scale("draft"), ahead_scale);
+}
+
 // Over a refit the batch-size residual prices what the line misses: a 17-token forward that
 // really costs 1.4x its line is predicted at 1.4x; without a refit (the multiplicative scale
 // already corrects the file) or with the residual off, predictions are the line.

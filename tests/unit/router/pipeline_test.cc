@@ -230,6 +230,36 @@ TEST(PipelineTest, AHitIsWorthTheProposeItSparesNotTheAlternativesDraftedBesideI
 }
 
 
+// Each request's draft made ahead is judged on its own chains first, but a step's are one
+// call: under a model where one request's (its 4 tokens fed, then 3 more levels: 2.8 ms) fits
+// in the 5 ms verify call and four requests' together (16 tokens fed, then 3 levels of 4:
+// 11.2 ms) outlast it by more than what their hits spare (1.7 ms each), a step of four drafts
+// ahead for some of them, not all (RouterCore::KeepMembersThatPay), and the outputs stay the
+// target's.
+TEST(PipelineTest, AStepDraftsAheadForNoMoreRequestsThanTheCallPaysFor) {
+  LatencyModel model;
+  model.set_target({0.0, 0.0, 0.005});
+  model.set_drafter("pool0", DrafterCost{false, ForwardCoefficients{0.0, 0.0004, 0.0}, 0});
+  model.set_rpc_seconds(0.0001);
+  RouterOptions options;
+  options.pipeline = true;
+  Harness h("static:3", options);
+  h.drafters[0] = std::make_unique<FakeDrafter>(1.0, 11);
+  ASSERT_TRUE(BuildWithModel(h, "static:3", options, model));
+  std::vector<RequestId> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto id = h.Submit(Prompt(40 + i, 7 + i), 60);
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  h.RunUntilIdle();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(h.out[ids[i]].tokens, ReferenceGeneration(Prompt(40 + i, 7 + i), 60));
+  const std::vector<size_t>& sizes = h.drafters[0]->decode_ahead_call_sizes;
+  ASSERT_FALSE(sizes.empty());
+  EXPECT_LT(*std::max_element(sizes.begin(), sizes.end()), 4u);
+  EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
+}
+
 // A policy that deepens and shortens its chains by turns: 3, 2, 3, 2, ... (a goodput policy
 // between two depths of near-equal value does this every few steps).
 class AlternatingDepths : public SpeculationPolicy {
