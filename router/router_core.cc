@@ -538,22 +538,17 @@ void RouterCore::UpdateSnapshot(const StepStats* stats) {
   snapshot_.latency_refit["batch_residual"] = latency_.batch_residual().Describe();
   // Each pool's draft-time correction (router/draft_correction.h): a call is predicted at
   // its per-call seconds plus its scale times the profile's line.
-  nlohmann::json scales = nlohmann::json::object(), call_seconds = nlohmann::json::object();
-  for (const std::string& p : pool_names_) {
-    scales[p] = latency_.draft_scale(p);
-    call_seconds[p] = latency_.draft_call_seconds(p);
-  }
-  snapshot_.latency_refit["draft_scales"] = scales;
-  snapshot_.latency_refit["draft_call_seconds"] = call_seconds;
+  auto per_pool = [this](double (LatencyModel::*figure)(const std::string&) const) {
+    nlohmann::json by_pool = nlohmann::json::object();
+    for (const std::string& p : pool_names_) by_pool[p] = (latency_.*figure)(p);
+    return by_pool;
+  };
+  snapshot_.latency_refit["draft_scales"] = per_pool(&LatencyModel::draft_scale);
+  snapshot_.latency_refit["draft_call_seconds"] = per_pool(&LatencyModel::draft_call_seconds);
   if (options_.pipeline) {
     // The same for the drafts made ahead beside the verify call (LatencyModel::ObserveDraftAhead).
-    nlohmann::json ahead_scales = nlohmann::json::object(), ahead_call_seconds = nlohmann::json::object();
-    for (const std::string& p : pool_names_) {
-      ahead_scales[p] = latency_.draft_ahead_scale(p);
-      ahead_call_seconds[p] = latency_.draft_ahead_call_seconds(p);
-    }
-    snapshot_.latency_refit["draft_ahead_scales"] = ahead_scales;
-    snapshot_.latency_refit["draft_ahead_call_seconds"] = ahead_call_seconds;
+    snapshot_.latency_refit["draft_ahead_scales"] = per_pool(&LatencyModel::draft_ahead_scale);
+    snapshot_.latency_refit["draft_ahead_call_seconds"] = per_pool(&LatencyModel::draft_ahead_call_seconds);
     snapshot_.latency_refit["draft_ahead_verify_slowdown"] = latency_.verify_slowdown_estimate().Describe();
   }
 }

@@ -258,6 +258,11 @@ TEST(PipelineTest, AStepDraftsAheadForNoMoreRequestsThanTheCallPaysFor) {
   ASSERT_FALSE(sizes.empty());
   EXPECT_LT(*std::max_element(sizes.begin(), sizes.end()), 4u);
   EXPECT_TRUE(h.drafters[0]->protocol_errors.empty()) << h.drafters[0]->protocol_errors[0];
+  // The drafts made ahead's own correction, learnt from them, is reported beside the serial one.
+  const nlohmann::json refit = h.core->Snapshot().latency_refit;
+  ASSERT_TRUE(refit.contains("draft_ahead_scales"));
+  EXPECT_GT(refit["draft_ahead_scales"]["pool0"].get<double>(), 0.0);
+  EXPECT_TRUE(refit["draft_scales"].contains("pool0"));
 }
 
 // A policy that deepens and shortens its chains by turns: 3, 2, 3, 2, ... (a goodput policy
