@@ -435,8 +435,8 @@ class RouterCore {
                                   double verify_seconds, double saved_seconds) const;
   std::vector<AheadCall> PlanDraftAhead(const StepPlan& plan);
   // Keeps the members of a pool's call for drafts made ahead whose gains outweigh what the
-  // call as a whole outlasts a verify call of `verify_seconds` by: the longest run of them,
-  // largest gains first, that nets the most (members keep their order). Each request is first
+  // call as a whole outlasts a verify call of `verify_seconds` by: of the runs of them taken
+  // largest gains first, the one that nets the most (members keep their order). Each request is first
   // judged on its own chains; together they are one call, and where drafting beside the
   // verifier is slow, four requests' chains can outlast a call that each alone would fit in.
   // Returns what the kept members net (0, and no members, where none pays).

@@ -17,7 +17,10 @@
 // would not hide; elsewhere the request drafts as without the pipeline. Once the guess is
 // drafted, a request is drafted ahead when the Propose it saves, times that chance, outweighs
 // the part of the draft-ahead the verify call would not hide (PlanDraftAhead; the step waits
-// for it, landed or not). The drafter's extra work runs on its own process, but where it
+// for it, landed or not); a pool's drafts made ahead go in one call, which is priced whole
+// (KeepMembersThatPay), with a draft-time correction learnt from drafts made ahead alone
+// (LatencyModel::ObserveDraftAhead: beside the verifier a drafter may run slower than
+// alone). The drafter's extra work runs on its own process, but where it
 // competes with the verifier (one GPU for both, a memory bus) the verify call beside it is
 // slower: the latency model learns by how much (LatencyModel::verify_slowdown), and a step
 // drafts ahead only where what its drafts save outweighs that too (DraftAheadOutweighsSlowdown;
@@ -29,9 +32,9 @@
 // best other token there: for a sampled request, the likeliest token of the distribution it
 // draws from other than its draw), where what they catch outweighs what their chains cost the
 // drafter (BestDraftAhead; otherwise the hypothesis alone); the hypothesis goes as assumed
-// tokens, which the drafter
-// does not count as committed, so `known` stays at the committed length whatever the outcome,
-// and the next step keeps the draft whose outcome the step emitted (a hit by another name).
+// tokens, which the drafter does not count as committed, so `known` stays at the committed
+// length whatever the outcome, and the next step keeps the draft whose outcome the step
+// emitted (a hit by another name).
 // Output stays exact: a draft made ahead was drafted from exactly the history the next step
 // verifies against, as any other draft; the verifier decides acceptance as always. A sampled
 // chain token's draw is keyed by its position (drafter/draft_model_proposer.cc), independent
