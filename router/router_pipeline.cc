@@ -197,16 +197,17 @@ struct ProposeShape {
   std::vector<int32_t> ctx, depth;
   double fed = 0;
 };
+void AddToShape(const spec::ProposeItem& item, ProposeShape* shape) {
+  // Each other outcome drafted for is one more chain (RouterCore::AheadDraftSeconds).
+  for (int32_t chain = 0; chain <= item.alternatives; ++chain) {
+    shape->ctx.push_back(item.known_length + static_cast<int32_t>(item.new_tokens.size()));
+    shape->depth.push_back(item.shape.depth);
+  }
+  shape->fed += static_cast<double>(item.new_tokens.size());
+}
 ProposeShape ShapeOf(const std::vector<spec::ProposeItem>& items) {
   ProposeShape shape;
-  for (const spec::ProposeItem& item : items) {
-    // Each other outcome drafted for is one more chain (RouterCore::AheadDraftSeconds).
-    for (int32_t chain = 0; chain <= item.alternatives; ++chain) {
-      shape.ctx.push_back(item.known_length + static_cast<int32_t>(item.new_tokens.size()));
-      shape.depth.push_back(item.shape.depth);
-    }
-    shape.fed += static_cast<double>(item.new_tokens.size());
-  }
+  for (const spec::ProposeItem& item : items) AddToShape(item, &shape);
   return shape;
 }
 
@@ -284,18 +285,25 @@ std::vector<RouterCore::AheadCall> RouterCore::PlanDraftAhead(const StepPlan& pl
 
 double RouterCore::KeepMembersThatPay(AheadCall* call, double verify_seconds) const {
   const size_t n = call->members.size();
+  const LatencyModel::ResolvedDrafter drafter = latency_.ResolveAhead(call->pool);
+  // Where the whole call fits in the verify call (a cheap drafter: most steps), it is kept as
+  // it is, priced once.
+  const ProposeShape whole = ShapeOf(call->items);
+  if (latency_.DraftSeconds(drafter, whole.ctx, whole.depth, whole.fed) <= verify_seconds) {
+    double gains = 0;
+    for (double gain : call->gains) gains += gain;
+    return gains;
+  }
   std::vector<size_t> by_gain(n);
   for (size_t m = 0; m < n; ++m) by_gain[m] = m;
   std::stable_sort(by_gain.begin(), by_gain.end(),
                    [call](size_t a, size_t b) { return call->gains[a] > call->gains[b]; });
-  const LatencyModel::ResolvedDrafter drafter = latency_.ResolveAhead(call->pool);
   double best_net = 0, gains = 0;
   size_t best_count = 0;
-  std::vector<spec::ProposeItem> run;
+  ProposeShape shape;  // of the members taken so far
   for (size_t count = 1; count <= n; ++count) {
-    run.push_back(call->items[by_gain[count - 1]]);
+    AddToShape(call->items[by_gain[count - 1]], &shape);
     gains += call->gains[by_gain[count - 1]];
-    const ProposeShape shape = ShapeOf(run);
     const double seconds = latency_.DraftSeconds(drafter, shape.ctx, shape.depth, shape.fed);
     const double net = gains - std::max(0.0, seconds - verify_seconds);
     if (net > best_net) {
@@ -318,7 +326,6 @@ double RouterCore::KeepMembersThatPay(AheadCall* call, double verify_seconds) co
   *call = std::move(kept);
   return best_net;
 }
-
 
 std::vector<RouterCore::AheadCall> RouterCore::TimedAheadCalls(std::map<std::string, AheadCall> by_pool) const {
   std::vector<AheadCall> calls;

@@ -4,21 +4,29 @@
 
 namespace splitspec::engine {
 
+namespace {
+
+// Runs `op` and returns its wall time.
+template <typename Op>
+double SecondsOf(Op&& op) {
+  const auto start = std::chrono::steady_clock::now();
+  op();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
 template <typename Op>
 void TimedBackend::Timed(double* seconds, int64_t* calls, Op&& op) {
   if (!timing_) return op();
-  const auto start = std::chrono::steady_clock::now();
-  op();
-  *seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  *seconds += SecondsOf(op);
   ++*calls;
 }
 
 template <typename Op>
 void TimedBackend::TimedElementwise(const char* kind, Op&& op) {
   if (!timing_) return op();
-  const auto start = std::chrono::steady_clock::now();
-  op();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = SecondsOf(op);
   times_.elementwise_seconds += seconds;
   ++times_.elementwise_calls;
   OpTimes::Kind& by_kind = times_.elementwise_by_kind[kind];
@@ -29,9 +37,7 @@ void TimedBackend::TimedElementwise(const char* kind, Op&& op) {
 template <typename Op>
 void TimedBackend::TimedMatMul(const Tensor& w, Op&& op) {
   if (!timing_) return op();
-  const auto start = std::chrono::steady_clock::now();
-  op();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = SecondsOf(op);
   const int64_t bytes = static_cast<int64_t>(w.n_bytes());
   times_.matmul_seconds += seconds;
   ++times_.matmul_calls;
