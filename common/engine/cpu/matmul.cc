@@ -140,9 +140,19 @@ void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, 
 // --steps 30 --batches 1 --forward-tokens 1`, medians: F16 12.28 -> 9.43 ms, BF16 12.42 -> 10.82;
 // five runs of 1, 2, 4 and 8 streams: F16 11.29 / 10.24 / 8.20 / 9.76 ms, BF16 11.16 / 10.38 /
 // 9.00 / 10.64.
+// On a Zen 5 (AVX-512, 2 cores), whose memory answers in two regimes a minute or so each, one
+// F16 or BF16 stream a thread stops at about 63 GB/s in the fast one: two streams are what a
+// thread keeps in flight there. The medium model's matrices in turn with one token, 1 and 2
+// streams alternating pass by pass (a harness not kept), medians of 40-100 passes, six rounds
+// of each format: fast minutes F16 2.612 -> 2.149 ms, 2.598 -> 2.192, 2.448 -> 1.996, 3.075 ->
+// 2.231, BF16 2.562 -> 2.042, 2.460 -> 1.895; slow ones F16 3.582 -> 3.610, 3.157 -> 3.322,
+// 3.830 -> 4.081, BF16 3.090 -> 3.226, 3.512 -> 3.522. Four streams measured between the two
+// (F16 2.396 against 2.448 and 1.996). Two adjacent rows at a time from one stream (two
+// multiply-add chains, the reads unchanged) measured no faster than one: it is the reads in
+// flight, not the arithmetic's latency.
 template <typename Format>
 #if defined(__AVX512F__)
-constexpr int kDecodeStreams = 1;
+constexpr int kDecodeStreams = 2;
 #else
 constexpr int kDecodeStreams = 4;
 #endif
