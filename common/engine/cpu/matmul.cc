@@ -149,15 +149,20 @@ void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, 
 // 3.830 -> 4.081, BF16 3.090 -> 3.226, 3.512 -> 3.522. Four streams measured between the two
 // (F16 2.396 against 2.448 and 1.996). Two adjacent rows at a time from one stream (two
 // multiply-add chains, the reads unchanged) measured no faster than one: it is the reads in
-// flight, not the arithmetic's latency.
+// flight, not the arithmetic's latency. F32 too reads two streams there rather than the eight
+// it reads with AVX2: 8 / 2 / 4 streams, the same harness, medians of 25 passes, 5.538 / 4.794 /
+// 5.193 ms in a fast minute, 6.534 / 6.239 / 7.069 and 8.129 / 7.499 / 8.104 in slow ones; eight
+// against two and one, five slow rounds, 8.003 / 7.332 / 7.190, 8.156 / 7.403 / 7.111, 8.413 /
+// 7.740 / 7.811, 9.365 / 8.545 / 8.583, 7.737 / 7.354 / 6.902. Three streams read slower than
+// two for F32 and BF16 alike (BF16 4.022 / 4.373, 3.976 / 4.375, 3.597 / 3.736).
 template <typename Format>
 #if defined(__AVX512F__)
 constexpr int kDecodeStreams = 2;
 #else
 constexpr int kDecodeStreams = 4;
-#endif
 template <>
 constexpr int kDecodeStreams<F32Weights> = 8;
+#endif
 // About 6 KB ahead of each stream (2 rows of the medium model's F32 rows, 4 of its BF16 rows):
 // 3 KB measured the same for F32 and slower for BF16, 12 KB slower for BF16. With AVX2 none:
 // the hardware prefetchers keep four or eight streams coming on their own, and the prefetch
