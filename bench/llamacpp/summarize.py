@@ -9,8 +9,11 @@ share (its median step's reads against the read kernel with the best median, and
 reading), llama.cpp's share of the same reading (the bytes a step reads, as bench-engine counts
 them for the same model, over llama.cpp's median step: measured seconds after the pairing, so
 it moves with the machine's bandwidth between the two), and the 16-token forwards. The last
-columns count the rounds splitspec was ahead and give the median ratio. Rounds from several
-files are taken in order, as one run.
+columns count the rounds splitspec was ahead and give the median ratio. Where compare.sh ran
+paired_bench too (PAIRED_BENCH), a last column gives each round's step-paired comparison: the
+median over the pairs of llama.cpp's step time over splitspec's (both engines' steps one after
+the other in one process, so in the same minute of the machine), and the pairs splitspec won.
+Rounds from several files are taken in order, as one run.
 """
 import re
 import statistics
@@ -22,6 +25,21 @@ FORMAT = re.compile(r"^== (\S+) \(load average ([\d.]+) ([\d.]+) ([\d.]+)\)")
 TABLE_ROW = re.compile(r"^(\d+)\s+([\d.]+)\s+([\d.]+)\s*$")
 PAIRED = re.compile(r"read ([\d.]+) GB/s \(median.*a step's reads are (\d+)% of that kernel's pass")
 LLAMA = re.compile(r"decode ([\d.]+) ms \(([\d.]+) tok/s\), 16-token forward ([\d.]+) ms")
+STEP_PAIRS = re.compile(r"^paired decode, .*median of pairs ([\d.]+) .*splitspec faster in (\d+) of (\d+) pairs")
+
+
+def complete(block):
+    """Whether a block has both engines' decode and 16-token figures (then sets tok_s and
+    forward16 from its table rows)."""
+    if block is None or "llama_ms" not in block:
+        return False
+    # The first batch-1 row is the decode table's (tok/s); a 16-token row is a forward's.
+    decode = next((row for row in block["rows"] if row[0] == 1), None)
+    forward16 = next((row for row in block["rows"] if row[0] == 16), None)
+    if decode is None or forward16 is None:
+        return False
+    block["tok_s"], block["forward16"] = decode[2], forward16[1]
+    return True
 
 
 def parse(lines):
@@ -29,6 +47,10 @@ def parse(lines):
     block = None
     for line in lines:
         line = line.rstrip("\n")
+        if line.startswith("## ") or FORMAT.match(line):
+            if complete(block):
+                yield block
+            block = None
         if match := FORMAT.match(line):
             block = {"format": match[1], "load": float(match[2]), "rows": []}
         elif block is None:
@@ -39,15 +61,12 @@ def parse(lines):
             block["rows"].append((int(match[1]), float(match[2]), float(match[3])))
         elif match := PAIRED.search(line):
             block["paired"] = (int(match[2]), float(match[1]))
+        elif match := STEP_PAIRS.match(line):
+            block["step_pairs"] = (float(match[1]), int(match[2]), int(match[3]))
         elif match := LLAMA.search(line):
             block["llama_ms"], block["llama_tok_s"], block["llama_16"] = float(match[1]), float(match[2]), float(match[3])
-            # The first batch-1 row is the decode table's (tok/s); a 16-token row is a forward's.
-            decode = next((row for row in block["rows"] if row[0] == 1), None)
-            forward16 = next((row for row in block["rows"] if row[0] == 16), None)
-            if decode is not None and forward16 is not None:
-                block["tok_s"], block["forward16"] = decode[2], forward16[1]
-                yield block
-            block = None
+    if complete(block):
+        yield block
 
 
 def llama_share(block):
@@ -59,13 +78,17 @@ def llama_share(block):
 
 
 def summarize(blocks):
+    blocks = list(blocks)
     by_format = {}
     for block in blocks:
         by_format.setdefault(block["format"], []).append(block)
     out = ["| weights | decode tok/s, splitspec / llama.cpp (ratio), per round | paired share of the read "
            "kernel's reading | llama.cpp's reads against that reading | 16-token forward ms, splitspec / "
-           "llama.cpp | ahead | median ratio |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
+           "llama.cpp | ahead | median ratio |"]
+    with_pairs = any("step_pairs" in block for block in blocks)
+    if with_pairs:
+        out[0] += " step-paired: llama.cpp / splitspec step time, median of pairs (pairs splitspec won), per round |"
+    out.append("| --- " * (8 if with_pairs else 7) + "|")
     loads = [block["load"] for blocks in by_format.values() for block in blocks]
     for name, rounds in by_format.items():
         ratios = [r["tok_s"] / r["llama_tok_s"] for r in rounds]
@@ -78,8 +101,12 @@ def summarize(blocks):
         forward = f"{min(ours):.1f}-{max(ours):.1f} / {min(theirs):.1f}-{max(theirs):.1f}"
         ahead = sum(q > 1 for q in ratios)
         label = "int8 / Q8_0" if name == "int8" else name.upper()
-        out.append(f"| {label} | {decode} | {paired} | {theirs_share} | {forward} | {ahead} of {len(rounds)} | "
-                   f"{statistics.median(ratios):.2f} |")
+        row = (f"| {label} | {decode} | {paired} | {theirs_share} | {forward} | {ahead} of {len(rounds)} | "
+               f"{statistics.median(ratios):.2f} |")
+        if with_pairs:
+            row += " " + ", ".join(f"{r['step_pairs'][0]:.2f} ({r['step_pairs'][1]}/{r['step_pairs'][2]})"
+                                   if "step_pairs" in r else "-" for r in rounds) + " |"
+        out.append(row)
     if loads:
         out.append("")
         out.append(f"Load average (1 min) at the blocks' starts: {min(loads):.2f}-{max(loads):.2f}.")

@@ -63,6 +63,23 @@ class SummarizeTest(unittest.TestCase):
         f16 = next(line for line in self.summary(text).splitlines() if line.startswith("| F16 |"))
         self.assertIn("| 80% of 27.0 | - |", f16)
 
+    def test_step_pairs_get_a_column_of_their_own(self):
+        def pairs(ratio, won):
+            return (f"paired decode, 2 threads, context 64, 40 step pairs: splitspec 3.937 ms (254.0 tok/s, weights "
+                    f"read at 41.6 GB/s), llama.cpp 5.022 ms (199.1 tok/s); llama.cpp / splitspec step time, median "
+                    f"of pairs {ratio} (range 0.97-1.53); splitspec faster in {won} of 40 pairs\n")
+        text = ("## round 1\n" + block("f16", 0.5, 6.0, 160.0, 25.0, 80, 27.0, 120.0, 30.0) + pairs("1.24", 39)
+                + block("bf16", 0.5, 7.0, 140.0, 26.0, 75, 27.0, 100.0, 35.0)
+                + "## round 2\n" + block("f16", 0.5, 6.0, 150.0, 25.0, 80, 27.0, 160.0, 30.0) + pairs("0.97", 12))
+        lines = self.summary(text).splitlines()
+        self.assertIn("step-paired", lines[0])
+        self.assertEqual(lines[1].count("---"), 8)
+        f16 = next(line for line in lines if line.startswith("| F16 |"))
+        bf16 = next(line for line in lines if line.startswith("| BF16 |"))
+        self.assertTrue(f16.endswith("| 1.24 (39/40), 0.97 (12/40) |"), f16)
+        self.assertIn("| 1 of 2 |", f16)  # the rounds' own ratios: 160 / 120 and 150 / 160
+        self.assertTrue(bf16.endswith("| - |"), bf16)
+
     def test_a_block_cut_short_is_left_out(self):
         whole = block("f16", 0.5, 6.0, 160.0, 25.0, 80, 27.0, 120.0, 30.0)
         cut = "\n".join(block("bf16", 0.5, 7.0, 140.0, 26.0, 75, 27.0, 100.0, 35.0).splitlines()[:4]) + "\n"
