@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,23 +57,22 @@ class SplitspecDecoder {
     if (!kv.ok()) Die(std::string(kv.status().message()));
     kv_ = std::move(*kv);
     if (!kv_->AddSequence(kSeq).ok()) Die("kv sequence");
+    // The tokens step_bench and LlamaDecoder below feed: the same prompt, the same steps.
+    const int vocab = model_->config().vocab_size;
     std::vector<int32_t> prompt(context);
-    for (int i = 0; i < context; ++i) prompt[i] = Token(i, 0);
+    for (int i = 0; i < context; ++i) prompt[i] = (i * 7919 + 3) % vocab;
     Run({kSeq, prompt, {}, {}});
   }
-  // One decode step of token `s`; seconds.
+  // One decode step, the step_bench's token of step `s`; seconds.
   double Step(int s) {
     const double start = Now();
-    Run({kSeq, {Token(s * 31, 1)}, {}, {0}});
+    Run({kSeq, {(s * 31) % model_->config().vocab_size}, {}, {0}});
     return Now() - start;
   }
   int64_t weight_bytes() const { return model_->weight_bytes(); }
 
  private:
   static constexpr splitspec::engine::SeqId kSeq = 1;
-  int32_t Token(int i, int salt) const {
-    return (i * 7919 + salt * 104729 + 3) % model_->config().vocab_size;
-  }
   void Run(const splitspec::engine::SequenceStep& step) {
     splitspec::engine::ForwardResult result;
     if (absl::Status s = model_->Forward({step}, *kv_, &result); !s.ok()) Die(std::string(s.message()));

@@ -447,18 +447,17 @@ void LastTokens(const uint8_t* group, int64_t n_in, int64_t row0, int64_t n_rows
 // level in fast ones (1.286 / 1.316).
 constexpr size_t kDecodePrefetchBytes = 6144;
 
-const char* GroupPrefetch(const uint8_t* w, int64_t n_rows, int64_t n_in, int64_t g, int64_t n_tokens) {
-  const size_t group_bytes = Q8GroupBytes(n_in);
-  if (n_tokens > 1) return RowsToPrefetch(w, group_bytes, Q8GroupCount(n_rows), g, 1);
+const char* GroupPrefetch(const uint8_t* w, size_t group_bytes, int64_t n_groups, int64_t g, int64_t n_tokens) {
+  if (n_tokens > 1) return RowsToPrefetch(w, group_bytes, n_groups, g, 1);
   const size_t at = static_cast<size_t>(g) * group_bytes + kDecodePrefetchBytes;
-  return at + group_bytes <= Q8GroupedBytes(n_rows, n_in) ? reinterpret_cast<const char*>(w + at) : nullptr;
+  return at + group_bytes <= static_cast<size_t>(n_groups) * group_bytes ? reinterpret_cast<const char*>(w + at) : nullptr;
 }
 
 void Group(const uint8_t* w, int64_t n_rows, int64_t n_in, int64_t g, absl::Span<const OutputPart> parts,
            const QuantizedTokens& x, int64_t t_begin, int64_t t_end, const float* bias) {
   const size_t group_bytes = Q8GroupBytes(n_in);
   const uint8_t* group = w + g * group_bytes;
-  const char* prefetch = GroupPrefetch(w, n_rows, n_in, g, t_end - t_begin);
+  const char* prefetch = GroupPrefetch(w, group_bytes, Q8GroupCount(n_rows), g, t_end - t_begin);
   const int64_t n_blocks = n_in / kQ8BlockSize;
   const size_t prefetch_bytes_per_step = (group_bytes + n_blocks - 1) / n_blocks;
   const int64_t row0 = g * kQ8GroupRows;
