@@ -149,22 +149,34 @@ void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, 
 // 3.830 -> 4.081, BF16 3.090 -> 3.226, 3.512 -> 3.522. Four streams measured between the two
 // (F16 2.396 against 2.448 and 1.996). Two adjacent rows at a time from one stream (two
 // multiply-add chains, the reads unchanged) measured no faster than one: it is the reads in
-// flight, not the arithmetic's latency. F32 too reads two streams there rather than the eight
+// flight, not the arithmetic's latency. F32 too read two streams there rather than the eight
 // it reads with AVX2: 8 / 2 / 4 streams, the same harness, medians of 25 passes, 5.538 / 4.794 /
 // 5.193 ms in a fast minute, 6.534 / 6.239 / 7.069 and 8.129 / 7.499 / 8.104 in slow ones; eight
 // against two and one, five slow rounds, 8.003 / 7.332 / 7.190, 8.156 / 7.403 / 7.111, 8.413 /
 // 7.740 / 7.811, 9.365 / 8.545 / 8.583, 7.737 / 7.354 / 6.902. Three streams read slower than
-// two for F32 and BF16 alike (BF16 4.022 / 4.373, 3.976 / 4.375, 3.597 / 3.736).
+// two for F32 and BF16 alike (BF16 4.022 / 4.373, 3.976 / 4.375, 3.597 / 3.736). F32 then
+// went to one stream, as the last of those rounds hinted: an F32 row is 3 KB, twice an F16
+// one, and a thread's one stream of them keeps enough in flight. The same harness, 2 / 1
+// streams, medians of 30 passes, seven rounds: 8.248 / 7.617 ms, 4.955 / 4.684 (a fast minute),
+// 7.649 / 7.353, 8.081 / 7.787, 5.610 / 5.255 (fast), 8.725 / 8.365, 8.109 / 7.389; decode steps
+// of the medium F32 model, the two alternating step by step, medians of 40, six rounds: 8.741 /
+// 8.176 ms, 7.205 / 5.961, 6.662 / 5.341, 5.953 / 5.022, 5.221 / 4.894, 5.498 / 5.091. F16 and
+// BF16 keep two: one was faster in slow minutes (F16 3.654 / 3.449, 3.717 / 3.576; BF16 3.912 /
+// 3.672) and slower in a fast one (BF16 3.280 / 3.601), as above.
 template <typename Format>
 #if defined(__AVX512F__)
 constexpr int kDecodeStreams = 2;
+template <>
+constexpr int kDecodeStreams<F32Weights> = 1;
 #else
 constexpr int kDecodeStreams = 4;
 template <>
 constexpr int kDecodeStreams<F32Weights> = 8;
 #endif
 // About 6 KB ahead of each stream (2 rows of the medium model's F32 rows, 4 of its BF16 rows):
-// 3 KB measured the same for F32 and slower for BF16, 12 KB slower for BF16. With AVX2 none:
+// 3 KB measured the same for F32 and slower for BF16, 12 KB slower for BF16; with F32's one
+// stream 3 / 6 / 9 KB measured level (7.549 / 7.787 / 7.839 ms, 5.203 / 5.255 / 4.968, 8.323 /
+// 8.365 / 8.295, 7.497 / 7.389 / 7.667). With AVX2 none:
 // the hardware prefetchers keep four or eight streams coming on their own, and the prefetch
 // instructions only cost (Zen 3, medium model, batch-1 decode, eight alternating runs each,
 // medians: F32 12.75 ms with, 12.08 without; F16 6.48 / 6.63 and BF16 6.56 / 6.60 over five).
