@@ -28,18 +28,17 @@ LLAMA = re.compile(r"decode ([\d.]+) ms \(([\d.]+) tok/s\), 16-token forward ([\
 STEP_PAIRS = re.compile(r"^paired decode, .*median of pairs ([\d.]+) .*splitspec faster in (\d+) of (\d+) pairs")
 
 
-def complete(block):
-    """Whether a block has both engines' decode and 16-token figures (then sets tok_s and
-    forward16 from its table rows)."""
+def finished(block):
+    """The block with tok_s and forward16 taken from its table rows, or None where it lacks one
+    of both engines' decode and 16-token figures (a run cut short)."""
     if block is None or "llama_ms" not in block:
-        return False
+        return None
     # The first batch-1 row is the decode table's (tok/s); a 16-token row is a forward's.
     decode = next((row for row in block["rows"] if row[0] == 1), None)
     forward16 = next((row for row in block["rows"] if row[0] == 16), None)
     if decode is None or forward16 is None:
-        return False
-    block["tok_s"], block["forward16"] = decode[2], forward16[1]
-    return True
+        return None
+    return {**block, "tok_s": decode[2], "forward16": forward16[1]}
 
 
 def parse(lines):
@@ -48,8 +47,8 @@ def parse(lines):
     for line in lines:
         line = line.rstrip("\n")
         if line.startswith("## ") or FORMAT.match(line):
-            if complete(block):
-                yield block
+            if (done := finished(block)) is not None:
+                yield done
             block = None
         if match := FORMAT.match(line):
             block = {"format": match[1], "load": float(match[2]), "rows": []}
@@ -65,8 +64,8 @@ def parse(lines):
             block["step_pairs"] = (float(match[1]), int(match[2]), int(match[3]))
         elif match := LLAMA.search(line):
             block["llama_ms"], block["llama_tok_s"], block["llama_16"] = float(match[1]), float(match[2]), float(match[3])
-    if complete(block):
-        yield block
+    if (done := finished(block)) is not None:
+        yield done
 
 
 def llama_share(block):
