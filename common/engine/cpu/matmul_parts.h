@@ -40,13 +40,36 @@ inline const char* RowsToPrefetch(const uint8_t* w, size_t row_bytes, int64_t n_
   return ahead + rb <= n_rows ? reinterpret_cast<const char*>(w + ahead * row_bytes) : nullptr;
 }
 
-// Step `step`'s share of a prefetch (`bytes_per_step` bytes from prefetch + step * bytes_per_step)
-// into L2; nothing when `prefetch` is nullptr. No effect on results.
-inline void PrefetchStep(const char* prefetch, int64_t step, size_t bytes_per_step) {
+// How a kernel asks for the weights it reads next: into L2, or as lines read once (one token's
+// forward, which reads each weight once; matmul.cc has the measurements).
+enum class PrefetchHint { kL2, kNonTemporal };
+
+inline void PrefetchLine(const void* p, PrefetchHint hint) {
+  if (hint == PrefetchHint::kNonTemporal) {
+    PrefetchNonTemporal(p);
+  } else {
+    PrefetchToL2(p);
+  }
+}
+
+// Step `step`'s share of a prefetch (`bytes_per_step` bytes from prefetch + step * bytes_per_step);
+// nothing when `prefetch` is nullptr. No effect on results.
+inline void PrefetchStep(const char* prefetch, int64_t step, size_t bytes_per_step,
+                         PrefetchHint hint = PrefetchHint::kL2) {
   if (prefetch == nullptr) return;
   const char* p = prefetch + step * bytes_per_step;
-  for (size_t line = 0; line < bytes_per_step; line += kCacheLine) PrefetchToL2(p + line);
+  for (size_t line = 0; line < bytes_per_step; line += kCacheLine) PrefetchLine(p + line, hint);
 }
+
+// A prefetch spread over a kernel's steps (PrefetchStep): from `at` (nullptr: none),
+// `bytes_per_step` a step, with `hint`.
+struct StepPrefetch {
+  const char* at = nullptr;
+  size_t bytes_per_step = 0;
+  PrefetchHint hint = PrefetchHint::kL2;
+
+  void Step(int64_t step) const { PrefetchStep(at, step, bytes_per_step, hint); }
+};
 
 // A run of row blocks shared by two threads that claim towards each other: one from its start
 // upwards, one from its end downwards, a few blocks at a time until they meet. With a

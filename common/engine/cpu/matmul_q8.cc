@@ -191,8 +191,8 @@ inline int32_t Quad(const int8_t* values, int64_t q) {
 // leave decode (one token) waiting on their latency, so few tokens split the quads over two
 // accumulators (exact integers: the sum is the same).
 template <int TB>
-void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int64_t t, const char* prefetch,
-               size_t prefetch_bytes_per_step, float out[TB][kQ8GroupRows]) {
+void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int64_t t, const StepPrefetch& prefetch,
+               float out[TB][kQ8GroupRows]) {
   constexpr int kSplit = TB <= 2 ? 2 : 1;
   const int64_t n_blocks = n_in / kQ8BlockSize;
   const uint16_t* scales = Q8GroupScales(group);
@@ -200,7 +200,7 @@ void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int
   __m512 acc[TB];
   for (int j = 0; j < TB; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
-    PrefetchStep(prefetch, b, prefetch_bytes_per_step);
+    prefetch.Step(b);
     __m512i sums[TB][kSplit];
     for (int j = 0; j < TB; ++j) {
       sums[j][0] = _mm512_set1_epi32(x.offsets(t + j)[b]);
@@ -280,13 +280,13 @@ inline void StoreHalves(const __m256 acc[2], float out[kQ8GroupRows]) {
 // quad loaded once for the TB tokens. The outputs accumulate in out[], as in GroupStreamsTile
 // below, which leaves the registers to the TB x 2 block sums.
 template <int TB>
-void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int64_t t, const char* prefetch,
-               size_t prefetch_bytes_per_step, float out[TB][kQ8GroupRows]) {
+void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int64_t t, const StepPrefetch& prefetch,
+               float out[TB][kQ8GroupRows]) {
   const int64_t n_blocks = n_in / kQ8BlockSize;
   const uint8_t* values = Q8GroupValues(group, n_in);
   for (int j = 0; j < TB; ++j) std::fill(out[j], out[j] + kQ8GroupRows, 0.0f);
   for (int64_t b = 0; b < n_blocks; ++b) {
-    PrefetchStep(prefetch, b, prefetch_bytes_per_step);
+    prefetch.Step(b);
     __m256i sums[TB][2];
     for (int j = 0; j < TB; ++j) sums[j][0] = sums[j][1] = _mm256_setzero_si256();
     for (int q = 0; q < kQ8BlockQuads; ++q) {
@@ -366,14 +366,14 @@ void GroupStreamsTile(const uint8_t* const groups[S], int64_t n_in, const Quanti
 #else  // portable: the same arithmetic, lane by lane
 
 template <int TB>
-void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int64_t t, const char* prefetch,
-               size_t prefetch_bytes_per_step, float out[TB][kQ8GroupRows]) {
+void GroupTile(const uint8_t* group, int64_t n_in, const QuantizedTokens& x, int64_t t, const StepPrefetch& prefetch,
+               float out[TB][kQ8GroupRows]) {
   const int64_t n_blocks = n_in / kQ8BlockSize;
   const uint16_t* scales = Q8GroupScales(group);
   const uint8_t* values = Q8GroupValues(group, n_in);
   for (int j = 0; j < TB; ++j) std::fill(out[j], out[j] + kQ8GroupRows, 0.0f);
   for (int64_t b = 0; b < n_blocks; ++b) {
-    PrefetchStep(prefetch, b, prefetch_bytes_per_step);
+    prefetch.Step(b);
     for (int j = 0; j < TB; ++j) {
       const int8_t* q = x.values(t + j) + b * kQ8BlockSize;
       for (int lane = 0; lane < kQ8GroupRows; ++lane) {
@@ -411,11 +411,11 @@ void StoreGroup(const float results[TB][kQ8GroupRows], int64_t row0, int64_t n_r
 template <int TB>
 void TokenTiles(const uint8_t* group, int64_t n_in, int64_t row0, int64_t n_rows, absl::Span<const OutputPart> parts,
                 const QuantizedTokens& x, int64_t t_begin, int64_t& t, int64_t t_end, const float* bias,
-                const char*& prefetch, size_t prefetch_bytes_per_step) {
+                StepPrefetch& prefetch) {
   for (; t + TB <= t_end; t += TB) {
     float results[TB][kQ8GroupRows];
-    GroupTile<TB>(group, n_in, x, t - t_begin, prefetch, prefetch_bytes_per_step, results);
-    prefetch = nullptr;
+    GroupTile<TB>(group, n_in, x, t - t_begin, prefetch, results);
+    prefetch.at = nullptr;
     StoreGroup<TB>(results, row0, n_rows, parts, t, bias);
   }
 }
@@ -424,13 +424,13 @@ void TokenTiles(const uint8_t* group, int64_t n_in, int64_t row0, int64_t n_rows
 template <int TB>
 void LastTokens(const uint8_t* group, int64_t n_in, int64_t row0, int64_t n_rows, absl::Span<const OutputPart> parts,
                 const QuantizedTokens& x, int64_t t_begin, int64_t& t, int64_t t_end, const float* bias,
-                const char*& prefetch, size_t prefetch_bytes_per_step) {
+                StepPrefetch& prefetch) {
   if constexpr (TB > 0) {
     if (t_end - t == TB) {
-      TokenTiles<TB>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch, prefetch_bytes_per_step);
+      TokenTiles<TB>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch);
       return;
     }
-    LastTokens<TB - 1>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch, prefetch_bytes_per_step);
+    LastTokens<TB - 1>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch);
   }
 }
 
@@ -446,26 +446,36 @@ void LastTokens(const uint8_t* group, int64_t n_in, int64_t row0, int64_t n_rows
 // rows) measured slower in slow minutes (1.825 -> 2.006 ms and 1.833 -> 2.140 with two) and
 // level in fast ones (1.286 / 1.316).
 constexpr size_t kDecodePrefetchBytes = 6144;
+// Non-temporal, as F32, F16 and BF16 decode ask for their rows (matmul.cc): Zen 5, decode
+// steps of the medium model with int8 weights, L2 / non-temporal alternating step by step
+// (a harness not kept), medians of 60: 2.000 / 1.978 ms, 2.088 / 2.035, 2.074 / 1.966, 1.660 /
+// 1.592, and of 40: 2.573 / 2.429, 1.926 / 1.752, 2.147 / 1.828, 2.900 / 2.847, 1.985 / 1.840,
+// 2.787 / 2.794. Into L1 (prefetcht0) measured as non-temporal did.
+constexpr PrefetchHint kDecodePrefetchHint = PrefetchHint::kNonTemporal;
 
-const char* GroupPrefetch(const uint8_t* w, size_t group_bytes, int64_t n_groups, int64_t g, int64_t n_tokens) {
-  if (n_tokens > 1) return RowsToPrefetch(w, group_bytes, n_groups, g, 1);
+StepPrefetch GroupPrefetch(const uint8_t* w, int64_t n_in, int64_t n_groups, int64_t g, int64_t n_tokens) {
+  const size_t group_bytes = Q8GroupBytes(n_in);
+  const int64_t n_blocks = n_in / kQ8BlockSize;
+  StepPrefetch prefetch;
+  prefetch.bytes_per_step = (group_bytes + n_blocks - 1) / n_blocks;
+  if (n_tokens > 1) {
+    prefetch.at = RowsToPrefetch(w, group_bytes, n_groups, g, 1);
+    return prefetch;
+  }
   const size_t at = static_cast<size_t>(g) * group_bytes + kDecodePrefetchBytes;
-  return at + group_bytes <= static_cast<size_t>(n_groups) * group_bytes ? reinterpret_cast<const char*>(w + at) : nullptr;
+  if (at + group_bytes <= static_cast<size_t>(n_groups) * group_bytes) prefetch.at = reinterpret_cast<const char*>(w + at);
+  prefetch.hint = kDecodePrefetchHint;
+  return prefetch;
 }
 
 void Group(const uint8_t* w, int64_t n_rows, int64_t n_in, int64_t g, absl::Span<const OutputPart> parts,
            const QuantizedTokens& x, int64_t t_begin, int64_t t_end, const float* bias) {
-  const size_t group_bytes = Q8GroupBytes(n_in);
-  const uint8_t* group = w + g * group_bytes;
-  const char* prefetch = GroupPrefetch(w, group_bytes, Q8GroupCount(n_rows), g, t_end - t_begin);
-  const int64_t n_blocks = n_in / kQ8BlockSize;
-  const size_t prefetch_bytes_per_step = (group_bytes + n_blocks - 1) / n_blocks;
+  const uint8_t* group = w + g * Q8GroupBytes(n_in);
+  StepPrefetch prefetch = GroupPrefetch(w, n_in, Q8GroupCount(n_rows), g, t_end - t_begin);
   const int64_t row0 = g * kQ8GroupRows;
   int64_t t = t_begin;
-  TokenTiles<kTokenBlock>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch,
-                          prefetch_bytes_per_step);
-  LastTokens<kTokenBlock - 1>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch,
-                              prefetch_bytes_per_step);
+  TokenTiles<kTokenBlock>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch);
+  LastTokens<kTokenBlock - 1>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch);
 }
 
 #if defined(SPLITSPEC_Q8_AVX2)

@@ -196,6 +196,9 @@ inline float HalfToF32(uint16_t h) {
 inline void PrefetchToL2(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/2); }
 // The same into L1 (prefetcht0), for lines the next few hundred bytes of a stream will read.
 inline void PrefetchToL1(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/3); }
+// The same as a non-temporal line (prefetchnta): for a stream read once, as decode reads its
+// weights.
+inline void PrefetchNonTemporal(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/0); }
 
 // The weight storage formats as compile-time types, so a kernel's inner loop has no dtype
 // branch. A row is addressed by its first byte; Load widens kLanes weights starting at element k
