@@ -194,6 +194,11 @@ constexpr size_t kStreamPrefetchBytes = 0;
 // 5.471 / 5.458, 5.053 / 4.916). int8 decode does the same (matmul_q8.cc). Forwards of several
 // tokens read each row again for their later tiles, and keep L2.
 constexpr PrefetchHint kDecodeStreamHint = PrefetchHint::kNonTemporal;
+static_assert(kDecodeStreamHint != PrefetchHint::kNonTemporal ||
+                  (kDecodeStreams<F32Weights> * kStreamPrefetchBytes <= kMaxNonTemporalBytesAhead &&
+                   kDecodeStreams<F16Weights> * kStreamPrefetchBytes <= kMaxNonTemporalBytesAhead &&
+                   kDecodeStreams<BF16Weights> * kStreamPrefetchBytes <= kMaxNonTemporalBytesAhead),
+              "decode's non-temporal lines must still be in L1 when read");
 
 // A forward of a few tokens (a verify of a short draft) through F32 weights is still mostly a
 // read of W, and a row block's short adjacent rows read it as slowly as they do for one token,

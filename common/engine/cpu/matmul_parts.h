@@ -44,6 +44,13 @@ inline const char* RowsToPrefetch(const uint8_t* w, size_t row_bytes, int64_t n_
 // forward, which reads each weight once; matmul.cc has the measurements).
 enum class PrefetchHint { kL2, kNonTemporal };
 
+// AMD documents its non-temporal prefetches as filling L1 and not L2: a line evicted from L1
+// before it is read comes from memory again. So a thread's non-temporal prefetches run at most
+// this far ahead of its reads, its streams together: half of the 32 KB L1 of the smallest
+// AVX-512 cores measured here. (On the Zen 4, with the traversals and distances of the time,
+// non-temporal prefetching measured slower: docs/engine-benchmarks.md.)
+constexpr size_t kMaxNonTemporalBytesAhead = 16384;
+
 inline void PrefetchLine(const void* p, PrefetchHint hint) {
   if (hint == PrefetchHint::kNonTemporal) {
     PrefetchNonTemporal(p);

@@ -452,6 +452,8 @@ constexpr size_t kDecodePrefetchBytes = 6144;
 // 1.592, and of 40: 2.573 / 2.429, 1.926 / 1.752, 2.147 / 1.828, 2.900 / 2.847, 1.985 / 1.840,
 // 2.787 / 2.794. Into L1 (prefetcht0) measured as non-temporal did.
 constexpr PrefetchHint kDecodePrefetchHint = PrefetchHint::kNonTemporal;
+static_assert(kDecodePrefetchHint != PrefetchHint::kNonTemporal || kDecodePrefetchBytes <= kMaxNonTemporalBytesAhead,
+              "decode's non-temporal lines must still be in L1 when read");
 
 StepPrefetch GroupPrefetch(const uint8_t* w, int64_t n_in, int64_t n_groups, int64_t g, int64_t n_tokens) {
   const size_t group_bytes = Q8GroupBytes(n_in);
