@@ -185,19 +185,18 @@ constexpr size_t kStreamPrefetchBytes = 6144;
 #else
 constexpr size_t kStreamPrefetchBytes = 0;
 #endif
-// Decode asks for its rows as non-temporal lines: each is read once, and on a Zen 5 that read
-// faster than asking for them into L2. Decode steps of the medium model, L2 / non-temporal
-// alternating step by step in one process (a harness not kept), medians of 40-60 steps: F32
-// 5.186 / 4.870 ms, 7.153 / 7.006, 7.654 / 7.195, 5.908 / 5.611, 5.761 / 5.608; F16 3.350 /
-// 3.226, 3.119 / 3.022, 4.809 / 4.787, 5.331 / 5.198, 5.587 / 5.559, 5.153 / 5.148, 5.098 /
-// 5.206; BF16 level (3.889 / 4.222, 3.316 / 3.352, 5.088 / 4.868, 4.511 / 4.582, 4.909 / 4.929,
-// 5.471 / 5.458, 5.053 / 4.916). int8 decode does the same (matmul_q8.cc). Forwards of several
-// tokens read each row again for their later tiles, and keep L2.
-constexpr PrefetchHint kDecodeStreamHint = PrefetchHint::kNonTemporal;
-static_assert(kDecodeStreamHint != PrefetchHint::kNonTemporal ||
-                  (kDecodeStreams<F32Weights> * kStreamPrefetchBytes <= kMaxNonTemporalBytesAhead &&
-                   kDecodeStreams<F16Weights> * kStreamPrefetchBytes <= kMaxNonTemporalBytesAhead &&
-                   kDecodeStreams<BF16Weights> * kStreamPrefetchBytes <= kMaxNonTemporalBytesAhead),
+// Decode asks for its rows with DecodePrefetchHint (matmul_parts.h): as non-temporal lines on a
+// Zen 5, where that read faster than asking for them into L2, each row being read once. Decode
+// steps of the medium model, L2 / non-temporal alternating step by step in one process (a
+// harness not kept), medians of 40-60 steps: F32 5.186 / 4.870 ms, 7.153 / 7.006, 7.654 /
+// 7.195, 5.908 / 5.611, 5.761 / 5.608; F16 3.350 / 3.226, 3.119 / 3.022, 4.809 / 4.787, 5.331 /
+// 5.198, 5.587 / 5.559, 5.153 / 5.148, 5.098 / 5.206; BF16 level (3.889 / 4.222, 3.316 / 3.352,
+// 5.088 / 4.868, 4.511 / 4.582, 4.909 / 4.929, 5.471 / 5.458, 5.053 / 4.916). int8 decode does
+// the same (matmul_q8.cc). Forwards of several tokens read each row again for their later
+// tiles, and keep L2. The streams' distances ahead stay within what L1 keeps for them.
+static_assert(kDecodeStreams<F32Weights> * kStreamPrefetchBytes <= kMaxNonTemporalBytesAhead &&
+                  kDecodeStreams<F16Weights> * kStreamPrefetchBytes <= kMaxNonTemporalBytesAhead &&
+                  kDecodeStreams<BF16Weights> * kStreamPrefetchBytes <= kMaxNonTemporalBytesAhead,
               "decode's non-temporal lines must still be in L1 when read");
 
 // A forward of a few tokens (a verify of a short draft) through F32 weights is still mostly a
@@ -262,6 +261,7 @@ template <typename Format, int kStreams, int kTokens>
 void StreamRun(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t first, int64_t count,
                int64_t prefetch_rows, absl::Span<const OutputPart> parts, const float* bias,
                const float* const* x_rows, int64_t n_tokens) {
+  const PrefetchHint hint = kTokens == 1 ? DecodePrefetchHint() : PrefetchHint::kL2;
   for (int64_t i = 0; i < count; ++i) {
     const int64_t ahead = i + prefetch_rows;
     const bool prefetch = prefetch_rows > 0 && ahead < count;
@@ -273,10 +273,9 @@ void StreamRun(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t first, 
     }
     // Each stream's row ahead, a cache line as the step reaches a new one.
     auto prefetch_step = [&](int64_t k_step) {
-      constexpr PrefetchHint kHint = kTokens == 1 ? kDecodeStreamHint : PrefetchHint::kL2;
       const size_t offset = static_cast<size_t>(k_step) * Format::kVectorBytes;
       if (!prefetch || offset % kCacheLine >= Format::kVectorBytes) return;
-      for (int s = 0; s < kStreams; ++s) PrefetchLine(prefetch_at[s] + offset, kHint);
+      for (int s = 0; s < kStreams; ++s) PrefetchLine(prefetch_at[s] + offset, hint);
     };
     // A stream may cross from one part of a fused projection (q, k, v) into the next.
     RowOutput outputs[kStreams];

@@ -5,6 +5,10 @@
 
 #include <omp.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -47,9 +51,31 @@ enum class PrefetchHint { kL2, kNonTemporal };
 // AMD documents its non-temporal prefetches as filling L1 and not L2: a line evicted from L1
 // before it is read comes from memory again. So a thread's non-temporal prefetches run at most
 // this far ahead of its reads, its streams together: half of the 32 KB L1 of the smallest
-// AVX-512 cores measured here. (On the Zen 4, with the traversals and distances of the time,
-// non-temporal prefetching measured slower: docs/engine-benchmarks.md.)
+// AVX-512 cores measured here.
 constexpr size_t kMaxNonTemporalBytesAhead = 16384;
+
+// Whether this is an AMD CPU of family `family` (26: Zen 5).
+inline bool IsAmdFamily(unsigned family) {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
+  if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const unsigned base = (eax >> 8) & 0xf, extended = (eax >> 20) & 0xff;
+  return (base == 0xf ? base + extended : base) == family;
+#else
+  (void)family;
+  return false;
+#endif
+}
+
+// The hint one token's forward asks for its weights with. Non-temporal where that was measured
+// faster, the Zen 5 (matmul.cc); into L2 elsewhere, as the Zen 4 measured non-temporal lines
+// 3-40% slower (docs/engine-benchmarks.md) and no other machine has measured them.
+inline PrefetchHint DecodePrefetchHint() {
+  static const PrefetchHint hint = IsAmdFamily(26) ? PrefetchHint::kNonTemporal : PrefetchHint::kL2;
+  return hint;
+}
 
 inline void PrefetchLine(const void* p, PrefetchHint hint) {
   if (hint == PrefetchHint::kNonTemporal) {

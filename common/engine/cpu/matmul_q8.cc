@@ -446,13 +446,13 @@ void LastTokens(const uint8_t* group, int64_t n_in, int64_t row0, int64_t n_rows
 // rows) measured slower in slow minutes (1.825 -> 2.006 ms and 1.833 -> 2.140 with two) and
 // level in fast ones (1.286 / 1.316).
 constexpr size_t kDecodePrefetchBytes = 6144;
-// Non-temporal, as F32, F16 and BF16 decode ask for their rows (matmul.cc): Zen 5, decode
-// steps of the medium model with int8 weights, L2 / non-temporal alternating step by step
-// (a harness not kept), medians of 60: 2.000 / 1.978 ms, 2.088 / 2.035, 2.074 / 1.966, 1.660 /
-// 1.592, and of 40: 2.573 / 2.429, 1.926 / 1.752, 2.147 / 1.828, 2.900 / 2.847, 1.985 / 1.840,
-// 2.787 / 2.794. Into L1 (prefetcht0) measured as non-temporal did.
-constexpr PrefetchHint kDecodePrefetchHint = PrefetchHint::kNonTemporal;
-static_assert(kDecodePrefetchHint != PrefetchHint::kNonTemporal || kDecodePrefetchBytes <= kMaxNonTemporalBytesAhead,
+// Asked for with DecodePrefetchHint, as F32, F16 and BF16 decode ask for their rows (matmul.cc):
+// non-temporal on a Zen 5, where decode steps of the medium model with int8 weights, L2 /
+// non-temporal alternating step by step (a harness not kept), took (medians of 60) 2.000 /
+// 1.978 ms, 2.088 / 2.035, 2.074 / 1.966, 1.660 / 1.592, and (of 40) 2.573 / 2.429, 1.926 /
+// 1.752, 2.147 / 1.828, 2.900 / 2.847, 1.985 / 1.840, 2.787 / 2.794. Into L1 (prefetcht0)
+// measured as non-temporal did.
+static_assert(kDecodePrefetchBytes <= kMaxNonTemporalBytesAhead,
               "decode's non-temporal lines must still be in L1 when read");
 
 StepPrefetch GroupPrefetch(const uint8_t* w, int64_t n_in, int64_t n_groups, int64_t g, int64_t n_tokens) {
@@ -466,7 +466,7 @@ StepPrefetch GroupPrefetch(const uint8_t* w, int64_t n_in, int64_t n_groups, int
   }
   const size_t at = static_cast<size_t>(g) * group_bytes + kDecodePrefetchBytes;
   if (at + group_bytes <= static_cast<size_t>(n_groups) * group_bytes) prefetch.at = reinterpret_cast<const char*>(w + at);
-  prefetch.hint = kDecodePrefetchHint;
+  prefetch.hint = DecodePrefetchHint();
   return prefetch;
 }
 
