@@ -71,7 +71,7 @@ class CpuBackend final : public Backend {
     for (size_t t = 0; t < tokens.size(); ++t) {
       float* dst = out.row(static_cast<int64_t>(t));
       if (table.dtype == DType::kQ8_0) {
-        for (int64_t i = 0; i < dim; ++i) dst[i] = cpu::Q8GroupedWeight(data, dim, tokens[t], i);
+        cpu::Q8GroupedRow(data, dim, tokens[t], dst);
         continue;
       }
       const uint8_t* src = data + tokens[t] * row_bytes;

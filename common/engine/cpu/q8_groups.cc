@@ -30,13 +30,18 @@ void PackQ8Groups(const uint8_t* row_major, int64_t rows, int64_t cols, uint8_t*
   }
 }
 
-float Q8GroupedWeight(const uint8_t* grouped, int64_t cols, int64_t row, int64_t i) {
+void Q8GroupedRow(const uint8_t* grouped, int64_t cols, int64_t row, float* out) {
   const uint8_t* group = grouped + (row / kQ8GroupRows) * Q8GroupBytes(cols);
-  const int64_t lane = row % kQ8GroupRows, block = i / kQ8BlockSize, within = i % kQ8BlockSize;
-  const int64_t quad = block * kQ8BlockQuads + within / kQ8Quad;
-  const uint8_t stored = Q8GroupValues(group, cols)[quad * kQ8QuadBytes + lane * kQ8Quad + within % kQ8Quad];
-  const float scale = HalfToF32(Q8GroupScales(group)[block * kQ8GroupRows + lane]);
-  return static_cast<float>(StoredQ8Value(stored)) * scale;
+  const int64_t lane = row % kQ8GroupRows;
+  const uint16_t* scales = Q8GroupScales(group);
+  // The row's 4 weights of each quad sit together, one quad of the group (64 bytes) apart.
+  const uint8_t* quad = Q8GroupValues(group, cols) + lane * kQ8Quad;
+  for (int64_t block = 0; block < cols / kQ8BlockSize; ++block) {
+    const float scale = HalfToF32(scales[block * kQ8GroupRows + lane]);
+    for (int q = 0; q < kQ8BlockQuads; ++q, quad += kQ8QuadBytes) {
+      for (int i = 0; i < kQ8Quad; ++i) *out++ = static_cast<float>(StoredQ8Value(quad[i])) * scale;
+    }
+  }
 }
 
 }  // namespace splitspec::engine::cpu

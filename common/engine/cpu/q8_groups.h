@@ -70,8 +70,9 @@ inline const uint8_t* Q8GroupValues(const uint8_t* group, int64_t cols) {
 // Q8GroupedBytes(rows, cols) bytes; padding rows get scale 0 and value 0).
 void PackQ8Groups(const uint8_t* row_major, int64_t rows, int64_t cols, uint8_t* grouped);
 
-// Weight i of row `row` of a grouped matrix, dequantized (value x scale), for embedding lookups.
-float Q8GroupedWeight(const uint8_t* grouped, int64_t cols, int64_t row, int64_t i);
+// Row `row` of a grouped matrix, dequantized (each weight value x its block's scale) into
+// out[0 .. cols), for embedding lookups.
+void Q8GroupedRow(const uint8_t* grouped, int64_t cols, int64_t row, float* out);
 
 }  // namespace splitspec::engine::cpu
 

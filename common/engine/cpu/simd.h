@@ -225,7 +225,7 @@ inline float LoadScalar(const void* row, int64_t i, DType dtype) {
     case DType::kF32: return F32Weights::Scalar(bytes, i);
     case DType::kF16: return F16Weights::Scalar(bytes, i);
     case DType::kBF16: return BF16Weights::Scalar(bytes, i);
-    case DType::kQ8_0: break;  // held in groups of rows, not rows: Q8GroupedWeight (q8_groups.h)
+    case DType::kQ8_0: break;  // held in groups of rows, not rows: Q8GroupedRow (q8_groups.h)
   }
   return 0;
 }

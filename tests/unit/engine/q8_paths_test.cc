@@ -86,12 +86,14 @@ TEST(Q8PathTest, ComputesTheStatedArithmeticBitForBit) {
     // And each weight reads back from the groups as value x scale.
     std::vector<uint8_t> grouped(Q8GroupedBytes(n_out, n_in));
     PackQ8Groups(q8.data(), n_out, n_in, grouped.data());
+    std::vector<float> row(static_cast<size_t>(n_in));
     for (int64_t r = 0; r < n_out; ++r) {
       const uint8_t* w_row = q8.data() + r * row_bytes;
+      Q8GroupedRow(grouped.data(), n_in, r, row.data());
       for (int64_t k = 0; k < n_in; ++k) {
         uint16_t half;
         std::memcpy(&half, w_row + 2 * (k / kQ8BlockSize), sizeof half);
-        ASSERT_EQ(Q8GroupedWeight(grouped.data(), n_in, r, k), Q8RowValues(w_row, n_in)[k] * F16ToF32(half));
+        ASSERT_EQ(row[k], Q8RowValues(w_row, n_in)[k] * F16ToF32(half)) << "row " << r << " weight " << k;
       }
     }
   }
