@@ -12,6 +12,7 @@
 #include "common/engine/cpu/host_memory.h"
 #include "common/engine/cpu/kernels.h"
 #include "common/engine/cpu/q8_groups.h"
+#include "common/engine/cpu/row_groups.h"
 #include "common/engine/cpu/simd.h"
 #include "common/engine/cpu/vector_exp.h"
 
@@ -51,10 +52,18 @@ class CpuBackend final : public Backend {
     tensor.data = nullptr;
   }
 
-  // Q8_0 matrices come in the file's row layout and are held in groups of rows (q8_groups.h).
+  // Weights come in the file's row layout. Q8_0 matrices are held in groups of rows
+  // (q8_groups.h), and so are F16 and BF16 ones where the kernels read them faster that way
+  // (row_groups.h).
   void Upload(const void* host, Tensor& tensor) override {
+    const auto* bytes = static_cast<const uint8_t*>(host);
     if (tensor.dtype == DType::kQ8_0) {
-      cpu::PackQ8Groups(static_cast<const uint8_t*>(host), tensor.rows, tensor.cols, static_cast<uint8_t*>(tensor.data));
+      cpu::PackQ8Groups(bytes, tensor.rows, tensor.cols, static_cast<uint8_t*>(tensor.data));
+      return;
+    }
+    if (cpu::HoldsInRowGroups(tensor.dtype, tensor.rows, tensor.cols)) {
+      cpu::PackRowGroups(bytes, tensor.rows, tensor.cols, static_cast<uint8_t*>(tensor.data));
+      tensor.layout = TensorLayout::kCpuRowGroups;
       return;
     }
     std::memcpy(tensor.data, host, tensor.n_bytes());
@@ -72,6 +81,10 @@ class CpuBackend final : public Backend {
       float* dst = out.row(static_cast<int64_t>(t));
       if (table.dtype == DType::kQ8_0) {
         cpu::Q8GroupedRow(data, dim, tokens[t], dst);
+        continue;
+      }
+      if (table.layout == TensorLayout::kCpuRowGroups) {
+        cpu::RowGroupsRowToF32(data, table.dtype, dim, tokens[t], dst);
         continue;
       }
       const uint8_t* src = data + tokens[t] * row_bytes;

@@ -18,6 +18,7 @@
 
 #include "common/engine/cpu/kernels.h"
 #include "common/engine/cpu/matmul_parts.h"
+#include "common/engine/cpu/row_groups.h"
 #include "common/engine/cpu/simd.h"
 
 namespace splitspec::engine::cpu {
@@ -34,6 +35,22 @@ constexpr int kRowBlock = 2;  // 8 accumulators + 4 activations + 1 weight of 16
 constexpr int kTokenBlock = 4;
 #endif
 constexpr int64_t kTokenTile = 128;  // activations of one tile stay in L2 while W streams
+static_assert(!kRowGroupsBuilt || kRowBlock == kRowGroupRows, "a row block is one group of rows");
+
+// Where a kernel finds W's row `row`: row-major, or in groups of rows (row_groups.h), where
+// the format InRowGroups<F> reads a row's elements at their places in its group.
+template <typename Format>
+struct RowsOf {
+  static const uint8_t* Row(const uint8_t* w, size_t row_bytes, int64_t row) { return w + row * row_bytes; }
+};
+template <typename Format>
+struct RowsOf<InRowGroups<Format>> {
+  static const uint8_t* Row(const uint8_t* w, size_t row_bytes, int64_t row) { return RowInGroups(w, row_bytes, row); }
+};
+template <typename Format>
+constexpr bool kInRowGroups = false;
+template <typename Format>
+constexpr bool kInRowGroups<InRowGroups<Format>> = true;
 
 // result[r][t] = dot(w_rows[r], x_rows[t]) for an RB x TB tile; prefetch_step(step) is called
 // at each k-step (step = k / kLanes) to ask for weights ahead of use. This is the one place the
@@ -112,10 +129,11 @@ template <typename Format, int RB>
 void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, int64_t row0,
               const OutputPart& part, const float* const* x_rows, int64_t t_begin, int64_t t_end, const float* bias) {
   const uint8_t* w_rows[RB];
-  for (int r = 0; r < RB; ++r) w_rows[r] = w + (row0 + r) * row_bytes;
+  for (int r = 0; r < RB; ++r) w_rows[r] = RowsOf<Format>::Row(w, row_bytes, row0 + r);
   // Only the first token tile of a block streams its rows from memory; later tiles find them
   // in cache, so they skip the prefetch. W is one contiguous matrix, so the prefetch runs on
-  // across parts.
+  // across parts. In groups of rows (of kRowBlock rows, row_groups.h) a block is a group: the
+  // same bytes, in another order.
   const char* prefetch = RowsToPrefetch(w, row_bytes, n_rows, row0, RB);
   TileRows<Format, RB>(w_rows, n_in, row0, part, x_rows, t_begin, t_end, bias, prefetch);
 }
@@ -194,6 +212,10 @@ constexpr size_t kStreamPrefetchBytes = 0;
 // 5.088 / 4.868, 4.511 / 4.582, 4.909 / 4.929, 5.471 / 5.458, 5.053 / 4.916). int8 decode does
 // the same (matmul_q8.cc). Forwards of several tokens read each row again for their later
 // tiles, and keep L2. The streams' distances ahead stay within what L1 keeps for them.
+// The F16 and BF16 figures above, and the distances tried for them, were measured without
+// the prefetches: GCC 12 had dropped them from those streams' loops (see StreamRun), so they
+// measured the hardware prefetchers alone. With AVX-512 those matrices are now read in groups
+// of rows instead (DecodeRowGroups); the row streams remain for shapes that do not fit them.
 static_assert(kDecodeStreams<F32Weights> * kStreamPrefetchBytes <= kMaxNonTemporalBytesAhead &&
                   kDecodeStreams<F16Weights> * kStreamPrefetchBytes <= kMaxNonTemporalBytesAhead &&
                   kDecodeStreams<BF16Weights> * kStreamPrefetchBytes <= kMaxNonTemporalBytesAhead,
@@ -271,10 +293,12 @@ void StreamRun(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t first, 
       w_rows[s] = w + (first + s * count + i) * row_bytes;
       prefetch_at[s] = prefetch ? w + (first + s * count + ahead) * row_bytes : nullptr;
     }
-    // Each stream's row ahead, a cache line as the step reaches a new one.
+    // Each stream's row ahead, the line of the step's bytes at every step (twice a line for F16
+    // and BF16). Not only as the step reaches a new line: GCC 12 dropped the prefetch it would
+    // have had to issue on every other iteration, and F16 and BF16 decode streamed without one.
     auto prefetch_step = [&](int64_t k_step) {
+      if (!prefetch) return;
       const size_t offset = static_cast<size_t>(k_step) * Format::kVectorBytes;
-      if (!prefetch || offset % kCacheLine >= Format::kVectorBytes) return;
       for (int s = 0; s < kStreams; ++s) PrefetchLine(prefetch_at[s] + offset, hint);
     };
     // A stream may cross from one part of a fused projection (q, k, v) into the next.
@@ -305,12 +329,112 @@ void ForwardStreams(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t 
   }
 }
 
+// One token against kStreams groups of rows (row_groups.h) side by side: each step takes a
+// vector of every row of each group, each row into its own accumulator, the arithmetic DotTile
+// does for a row (an accumulator walking K in order, then ReduceAdd), so the bits are those of
+// the same matrix row-major. Rows are addressed from their group's start rather than by a
+// pointer each, which left the compiler too few registers. The hint is a template argument and
+// `prefetch` all or nothing so that the loop issues its prefetches unconditionally: GCC 12 drops
+// a __builtin_prefetch it would issue on only some iterations. The columns are whole vectors
+// (HoldsInRowGroups): no tail.
+template <typename Format, PrefetchHint kHint, int kStreams>
+void GroupDecodeTile(const uint8_t* const groups[kStreams], int64_t n_in, const float* x,
+                     const char* const prefetch[kStreams], float result[kStreams][kRowGroupRows]) {
+  constexpr size_t kStepBytes = kRowGroupRows * Format::kVectorBytes;  // one vector of each row
+  VecF acc[kStreams][kRowGroupRows];
+  for (int s = 0; s < kStreams; ++s)
+    for (int r = 0; r < kRowGroupRows; ++r) acc[s][r] = Zero();
+  const bool prefetching = prefetch[0] != nullptr;
+  for (int64_t k = 0; k < n_in; k += kLanes) {
+    const size_t offset = static_cast<size_t>(k / kLanes) * kStepBytes;
+    if (prefetching) {
+      for (int s = 0; s < kStreams; ++s)
+        for (size_t line = 0; line < kStepBytes; line += kCacheLine) PrefetchLine(prefetch[s] + offset + line, kHint);
+    }
+    const VecF xv = Load(x + k);
+    for (int s = 0; s < kStreams; ++s) {
+      const uint8_t* step = groups[s] + offset;
+      for (int r = 0; r < kRowGroupRows; ++r) acc[s][r] = Fma(Format::Load(step + r * Format::kVectorBytes, 0), xv, acc[s][r]);
+    }
+  }
+  for (int s = 0; s < kStreams; ++s)
+    for (int r = 0; r < kRowGroupRows; ++r) result[s][r] = ReduceAdd(acc[s][r]);
+}
+
+// Decode over groups of rows: runs of kRowGroupStreams groups shared out by ForEachClaim, a run
+// of `count` read as kRowGroupStreams streams of `count` groups (as StreamRun reads rows), each
+// asking for its bytes kRowGroupPrefetchBytes ahead with DecodePrefetchHint; a group left over
+// after the last whole run alone. Zen 5 (2 cores), the medium model's 49 F16 matrices in turn
+// with one token, medians of 30 passes beside the read probe's: two row streams a thread read
+// 85 / 80 / 91 / 89% of the probe, two streams of 4-row groups 91 / 86 / 95 / 91% (4 KB ahead
+// of four streams 81 / 81 / 68% against 85 / 81 / 50%; 8-row groups read as well but made
+// 16-token forwards up to 12% slower, their row blocks reading half of every group's lines).
+// docs/engine-benchmarks.md has decode steps.
+constexpr int kRowGroupStreams = 2;
+constexpr size_t kRowGroupPrefetchBytes = 6144;
+static_assert(kRowGroupStreams * kRowGroupPrefetchBytes <= kMaxNonTemporalBytesAhead,
+              "decode's non-temporal lines must still be in L1 when read");
+
+template <typename Format, PrefetchHint kHint, int kStreams>
+void DecodeGroupRun(const uint8_t* w, size_t group_bytes, size_t matrix_bytes, int64_t first, int64_t count,
+                    int64_t n_in, absl::Span<const OutputPart> parts, const float* x, const float* bias) {
+  for (int64_t i = 0; i < count; ++i) {
+    const uint8_t* groups[kStreams];
+    const char* prefetch[kStreams];
+    bool all_ahead_inside = true;
+    int64_t index[kStreams];
+    for (int s = 0; s < kStreams; ++s) {
+      index[s] = first + s * count + i;
+      groups[s] = w + index[s] * group_bytes;
+      const size_t ahead = static_cast<size_t>(index[s]) * group_bytes + kRowGroupPrefetchBytes;
+      all_ahead_inside = all_ahead_inside && ahead + group_bytes <= matrix_bytes;
+      prefetch[s] = reinterpret_cast<const char*>(w + ahead);
+    }
+    if (!all_ahead_inside) prefetch[0] = nullptr;  // near W's end: none
+    float result[kStreams][kRowGroupRows];
+    GroupDecodeTile<Format, kHint, kStreams>(groups, n_in, x, prefetch, result);
+    for (int s = 0; s < kStreams; ++s) {
+      for (int r = 0; r < kRowGroupRows; ++r) {
+        const RowOutput o = OutputOf(parts, bias, index[s] * kRowGroupRows + r);
+        o.out[o.col] = result[s][r] + o.bias;
+      }
+    }
+  }
+}
+
+template <typename Format, PrefetchHint kHint>
+void DecodeRowGroupsWith(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in,
+                         absl::Span<const OutputPart> parts, const float* x, const float* bias) {
+  const int64_t n_groups = n_rows / kRowGroupRows;
+  const int64_t n_runs = n_groups / kRowGroupStreams;
+  const size_t group_bytes = row_bytes * kRowGroupRows;
+  const size_t matrix_bytes = static_cast<size_t>(n_groups) * group_bytes;
+  ForEachClaim(n_runs, WorthParallel(4 * n_rows * n_in), [&](int64_t first, int64_t count) {
+    DecodeGroupRun<Format, kHint, kRowGroupStreams>(w, group_bytes, matrix_bytes, first * kRowGroupStreams, count,
+                                                    n_in, parts, x, bias);
+  });
+  for (int64_t g = n_runs * kRowGroupStreams; g < n_groups; ++g) {
+    DecodeGroupRun<Format, kHint, 1>(w, group_bytes, matrix_bytes, g, 1, n_in, parts, x, bias);
+  }
+}
+
+template <typename Format>
+void DecodeRowGroups(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in,
+                     absl::Span<const OutputPart> parts, const float* x, const float* bias) {
+  if (DecodePrefetchHint() == PrefetchHint::kNonTemporal) {
+    return DecodeRowGroupsWith<Format, PrefetchHint::kNonTemporal>(w, row_bytes, n_rows, n_in, parts, x, bias);
+  }
+  DecodeRowGroupsWith<Format, PrefetchHint::kL2>(w, row_bytes, n_rows, n_in, parts, x, bias);
+}
+
 template <typename Format>
 void MatMulTyped(const void* weights, size_t row_bytes, int64_t n_rows, int64_t n_in,
                  absl::Span<const OutputPart> parts, const std::vector<const float*>& x_rows, const float* bias) {
   const auto* w = static_cast<const uint8_t*>(weights);
   const int64_t n_tokens = static_cast<int64_t>(x_rows.size());
-  if (n_tokens == 1) {
+  if constexpr (kInRowGroups<Format>) {
+    if (n_tokens == 1) return DecodeRowGroups<Format>(w, row_bytes, n_rows, n_in, parts, x_rows[0], bias);
+  } else if (n_tokens == 1) {
     return ForwardStreams<Format, kDecodeStreams<Format>, 1>(w, row_bytes, n_rows, n_in, parts, x_rows.data(), 1,
                                                              bias);
   }
@@ -348,10 +472,19 @@ void Dispatch(const Tensor& w, absl::Span<const OutputPart> parts, const std::ve
               const Tensor* bias) {
   const float* bias_data = bias ? bias->f32() : nullptr;
   const size_t row_bytes = DTypeRowBytes(w.dtype, w.cols);
+  const bool grouped = w.layout == TensorLayout::kCpuRowGroups;
   switch (w.dtype) {
     case DType::kF32: return MatMulTyped<F32Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
-    case DType::kF16: return MatMulTyped<F16Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
-    case DType::kBF16: return MatMulTyped<BF16Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
+    case DType::kF16:
+      if constexpr (kRowGroupsBuilt) {
+        if (grouped) return MatMulTyped<InRowGroups<F16Weights>>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
+      }
+      return MatMulTyped<F16Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
+    case DType::kBF16:
+      if constexpr (kRowGroupsBuilt) {
+        if (grouped) return MatMulTyped<InRowGroups<BF16Weights>>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
+      }
+      return MatMulTyped<BF16Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
     case DType::kQ8_0:
       return MatMulQ8(static_cast<const uint8_t*>(w.data), w.rows, w.cols, parts, x_rows, bias_data);
   }
