@@ -14,8 +14,8 @@ namespace splitspec::engine {
 // How a backend holds a tensor's bytes. Everything is row-major as written or uploaded, except
 // what a backend's Upload repacks: the CPU backend holds F16 and BF16 weight matrices in
 // interleaved groups of rows where that reads faster (cpu/row_groups.h). Only that backend's
-// kernels read such a tensor. (Its Q8_0 matrices are always in groups of rows, whatever this
-// says: q8_groups.h.)
+// kernels read such a tensor, and offsetting its `data` does not give a tensor of later rows.
+// (Its Q8_0 matrices are always in groups of rows, whatever this says: q8_groups.h.)
 enum class TensorLayout : uint8_t { kRowMajor, kCpuRowGroups };
 
 struct Tensor {

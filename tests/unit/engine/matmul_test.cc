@@ -94,7 +94,9 @@ INSTANTIATE_TEST_SUITE_P(
                                          Sizes{130, 96, 8}, Sizes{42, 64, 4})));
 
 // A fused projection (q, k, v as one weight matrix) must give each part exactly the bits of a
-// separate MatMul over that part's rows, with part sizes that do not fill whole row blocks; the
+// separate MatMul over that part's rows, with part sizes that do not fill whole row blocks (the
+// separate MatMuls take views of W's rows, so the shapes are ones the CPU backend keeps
+// row-major: cpu/row_groups.h; row_groups_test.cc checks the grouped ones); the
 // interface's default implementation (what a backend without an override runs) must agree too.
 // Here for parts of part_rows rows, n_in inputs and n_tokens tokens, with and without bias.
 void SplitEqualsSeparate(Backend& backend, DType dtype, const std::vector<int64_t>& part_rows, int64_t n_in,
