@@ -369,7 +369,13 @@ void GroupDecodeTile(const uint8_t* const groups[kStreams], int64_t n_in, const 
 // 85 / 80 / 91 / 89% of the probe, two streams of 4-row groups 91 / 86 / 95 / 91% (4 KB ahead
 // of four streams 81 / 81 / 68% against 85 / 81 / 50%; 8-row groups read as well but made
 // 16-token forwards up to 12% slower, their row blocks reading half of every group's lines).
-// docs/engine-benchmarks.md has decode steps.
+// docs/engine-benchmarks.md has decode steps. The distance and hint, decode steps of the medium
+// model with the variants alternating step by step, medians of 50: non-temporal 6 KB / 8 KB /
+// into L2 6, 12, 24 KB: F16 2.640 / 2.672 / 2.907, 3.088, 2.948 ms (a fast minute), 4.052 /
+// 4.088 / 4.098, 4.203, 4.188, 4.067 / 4.125 / 4.222, 4.192, 4.204; BF16 3.499 / 3.611 /
+// 3.682, 3.837, 3.874, 3.955 / 3.924 / 4.074, 4.142, 4.109, 3.873 / 3.850 / 4.053, 4.019,
+// 4.030. Non-temporal 6 KB / none / 3 KB: F16 4.202 / 4.644 / 4.207, 4.039 / 4.210 / 3.895;
+// BF16 4.005 / 4.215 / 4.057, 4.040 / 4.253 / 3.917.
 constexpr int kRowGroupStreams = 2;
 constexpr size_t kRowGroupPrefetchBytes = 6144;
 static_assert(kRowGroupStreams * kRowGroupPrefetchBytes <= kMaxNonTemporalBytesAhead,
