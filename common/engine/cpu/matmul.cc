@@ -41,20 +41,19 @@ static_assert(!kRowGroupsBuilt || kRowBlock == kRowGroupRows, "a row block is on
 // the format InRowGroups<F> reads a row's elements at their places in its group.
 template <typename Format>
 struct RowsOf {
+  static constexpr bool kInGroups = false;
   static const uint8_t* Row(const uint8_t* w, size_t row_bytes, int64_t row) { return w + row * row_bytes; }
 };
 template <typename Format>
 struct RowsOf<InRowGroups<Format>> {
+  static constexpr bool kInGroups = true;
   static const uint8_t* Row(const uint8_t* w, size_t row_bytes, int64_t row) { return RowInGroups(w, row_bytes, row); }
 };
-template <typename Format>
-constexpr bool kInRowGroups = false;
-template <typename Format>
-constexpr bool kInRowGroups<InRowGroups<Format>> = true;
 
 // result[r][t] = dot(w_rows[r], x_rows[t]) for an RB x TB tile; prefetch_step(step) is called
-// at each k-step (step = k / kLanes) to ask for weights ahead of use. This is the one place the
-// accumulation order is written: one accumulator per output, K in order.
+// at each k-step (step = k / kLanes) to ask for weights ahead of use. This is where the
+// accumulation order is written: one accumulator per output, K in order (GroupDecodeTile below
+// repeats it for decode over groups of rows, tested against this bit for bit).
 template <typename Format, int RB, int TB, typename PrefetchFn>
 inline void DotTile(const uint8_t* const* w_rows, const float* const* x_rows, int64_t n_in,
                     PrefetchFn&& prefetch_step, float result[RB][TB]) {
@@ -438,7 +437,7 @@ void MatMulTyped(const void* weights, size_t row_bytes, int64_t n_rows, int64_t 
                  absl::Span<const OutputPart> parts, const std::vector<const float*>& x_rows, const float* bias) {
   const auto* w = static_cast<const uint8_t*>(weights);
   const int64_t n_tokens = static_cast<int64_t>(x_rows.size());
-  if constexpr (kInRowGroups<Format>) {
+  if constexpr (RowsOf<Format>::kInGroups) {
     if (n_tokens == 1) return DecodeRowGroups<Format>(w, row_bytes, n_rows, n_in, parts, x_rows[0], bias);
   } else if (n_tokens == 1) {
     return ForwardStreams<Format, kDecodeStreams<Format>, 1>(w, row_bytes, n_rows, n_in, parts, x_rows.data(), 1,
@@ -474,23 +473,26 @@ std::vector<const float*> SelectRows(const Tensor& x, absl::Span<const int32_t> 
   return x_rows;
 }
 
+// An F16 or BF16 matrix, read as Upload left it: in groups of rows or row-major.
+template <typename Format>
+void MatMulHalf(const Tensor& w, size_t row_bytes, absl::Span<const OutputPart> parts,
+                const std::vector<const float*>& x_rows, const float* bias) {
+  if constexpr (kRowGroupsBuilt) {
+    if (w.layout == TensorLayout::kCpuRowGroups) {
+      return MatMulTyped<InRowGroups<Format>>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias);
+    }
+  }
+  MatMulTyped<Format>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias);
+}
+
 void Dispatch(const Tensor& w, absl::Span<const OutputPart> parts, const std::vector<const float*>& x_rows,
               const Tensor* bias) {
   const float* bias_data = bias ? bias->f32() : nullptr;
   const size_t row_bytes = DTypeRowBytes(w.dtype, w.cols);
-  const bool grouped = w.layout == TensorLayout::kCpuRowGroups;
   switch (w.dtype) {
     case DType::kF32: return MatMulTyped<F32Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
-    case DType::kF16:
-      if constexpr (kRowGroupsBuilt) {
-        if (grouped) return MatMulTyped<InRowGroups<F16Weights>>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
-      }
-      return MatMulTyped<F16Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
-    case DType::kBF16:
-      if constexpr (kRowGroupsBuilt) {
-        if (grouped) return MatMulTyped<InRowGroups<BF16Weights>>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
-      }
-      return MatMulTyped<BF16Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
+    case DType::kF16: return MatMulHalf<F16Weights>(w, row_bytes, parts, x_rows, bias_data);
+    case DType::kBF16: return MatMulHalf<BF16Weights>(w, row_bytes, parts, x_rows, bias_data);
     case DType::kQ8_0:
       return MatMulQ8(static_cast<const uint8_t*>(w.data), w.rows, w.cols, parts, x_rows, bias_data);
   }

@@ -5,22 +5,29 @@
 namespace splitspec::engine::cpu {
 
 void PackRowGroups(const uint8_t* row_major, int64_t rows, int64_t cols, uint8_t* grouped) {
-  constexpr size_t kChunkBytes = 2 * kLanes;
   const size_t row_bytes = static_cast<size_t>(cols) * 2;
   for (int64_t row = 0; row < rows; ++row) {
     uint8_t* to = const_cast<uint8_t*>(RowInGroups(grouped, row_bytes, row));
     const uint8_t* from = row_major + row * row_bytes;
     for (int64_t c = 0; c < cols / kLanes; ++c) {
-      std::memcpy(to + c * kRowGroupRows * kChunkBytes, from + c * kChunkBytes, kChunkBytes);
+      std::memcpy(to + c * kRowGroupRows * kRowGroupChunkBytes, from + c * kRowGroupChunkBytes, kRowGroupChunkBytes);
     }
   }
 }
 
+namespace {
+
+template <typename Format>
+void RowToF32(const uint8_t* row, int64_t cols, float* out) {
+  for (int64_t k = 0; k < cols; ++k) out[k] = InRowGroups<Format>::Scalar(row, k);
+}
+
+}  // namespace
+
 void RowGroupsRowToF32(const uint8_t* grouped, DType dtype, int64_t cols, int64_t row, float* out) {
   const uint8_t* from = RowInGroups(grouped, static_cast<size_t>(cols) * 2, row);
-  for (int64_t k = 0; k < cols; ++k) {
-    out[k] = dtype == DType::kF16 ? InRowGroups<F16Weights>::Scalar(from, k) : InRowGroups<BF16Weights>::Scalar(from, k);
-  }
+  if (dtype == DType::kF16) return RowToF32<F16Weights>(from, cols, out);
+  RowToF32<BF16Weights>(from, cols, out);
 }
 
 }  // namespace splitspec::engine::cpu

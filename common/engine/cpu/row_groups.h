@@ -25,6 +25,7 @@
 namespace splitspec::engine::cpu {
 
 constexpr int kRowGroupRows = 4;
+constexpr size_t kRowGroupChunkBytes = 2 * kLanes;  // one row's kLanes weights (F16 or BF16)
 
 // Whether this build holds any matrix in groups (AVX-512).
 #if defined(__AVX512F__)
@@ -42,9 +43,8 @@ inline bool HoldsInRowGroups(DType dtype, int64_t rows, int64_t cols) {
 // Where row `row`'s first chunk lies in a grouped matrix of rows of `row_bytes` bytes (F16 or
 // BF16: 2 bytes a weight); its chunk c lies c * kRowGroupRows chunks further on.
 inline const uint8_t* RowInGroups(const uint8_t* w, size_t row_bytes, int64_t row) {
-  constexpr size_t kChunkBytes = 2 * kLanes;
   return w + static_cast<size_t>(row / kRowGroupRows) * kRowGroupRows * row_bytes +
-         static_cast<size_t>(row % kRowGroupRows) * kChunkBytes;
+         static_cast<size_t>(row % kRowGroupRows) * kRowGroupChunkBytes;
 }
 
 // A weight format (simd.h's F16Weights or BF16Weights) read from a row of a grouped matrix
