@@ -117,7 +117,7 @@ int Run(const Args& args) {
 const RegisterCommand kRegister(
     "make-model", "write a random Llama model directory, a layer-truncated draft, or an int8 round trip",
     "  --out DIR                 directory to write (required)\n"
-    "  --preset tiny|small|medium  model size (tiny)\n"
+    "  --preset tiny|small|medium|large  model size (tiny)\n"
     "  --dtype f32|f16|bf16      weight dtype (f32; with --draft-of: the target's unless given,\n"
     "                            so --layers equal to the target's converts a model)\n"
     "  --seed S                  weight seed (0)\n"

@@ -39,6 +39,8 @@ struct MakeModelOptions {
 // tiny: 2 layers, hidden 64, 4 heads / 2 KV heads, tied, vocab 512 (unit tests).
 // small: 4 layers, hidden 256, 8/4 heads, vocab 4096 (~5M parameters).
 // medium: 12 layers, hidden 768, 12/4 heads, intermediate 2048, vocab 8192 (~88M parameters).
+// large: 12 layers, hidden 2048, 16/4 heads, intermediate 5632, vocab 8192 (~574M parameters;
+// for benchmarks).
 // INVALID_ARGUMENT for other names.
 absl::StatusOr<ModelConfig> PresetConfig(std::string_view preset);
 

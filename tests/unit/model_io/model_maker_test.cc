@@ -76,7 +76,14 @@ TEST(ModelMakerTest, PresetsMatchTheSpecification) {
   EXPECT_GT(ParameterCount(*medium), 80'000'000);
   EXPECT_LT(ParameterCount(*medium), 100'000'000);
 
-  for (const char* name : {"tiny", "small", "medium"}) {
+  absl::StatusOr<ModelConfig> large = PresetConfig("large");
+  ASSERT_TRUE(large.ok());
+  EXPECT_EQ(large->hidden_size, 2048);
+  EXPECT_EQ(large->head_dim, 128);
+  EXPECT_GT(ParameterCount(*large), 550'000'000);
+  EXPECT_LT(ParameterCount(*large), 600'000'000);
+
+  for (const char* name : {"tiny", "small", "medium", "large"}) {
     absl::StatusOr<ModelConfig> c = PresetConfig(name);
     // Presets are valid configs: they survive the parser's range checks.
     absl::StatusOr<ModelConfig> parsed = ParseModelConfig(ModelConfigToJson(*c));
