@@ -328,81 +328,62 @@ void ForwardStreams(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t 
   }
 }
 
-// One token against kStreams groups of rows (row_groups.h) side by side: each step takes a
-// vector of every row of each group, each row into its own accumulator, the arithmetic DotTile
-// does for a row (an accumulator walking K in order, then ReduceAdd), so the bits are those of
-// the same matrix row-major. Rows are addressed from their group's start rather than by a
-// pointer each, which left the compiler too few registers. The hint is a template argument and
-// `prefetch` all or nothing so that the loop issues its prefetches unconditionally: GCC 12 drops
-// a __builtin_prefetch it would issue on only some iterations. The columns are whole vectors
+// One token against one group of rows (row_groups.h): each step takes a vector of every row
+// of the group, each row into its own accumulator, the arithmetic DotTile does for a row (an
+// accumulator walking K in order, then ReduceAdd), so the bits are those of the same matrix
+// row-major. Rows are addressed from the group's start rather than by a pointer each, which
+// left the compiler too few registers. The hint is a template argument and `prefetch` all or
+// nothing so that the loop issues its prefetches unconditionally: GCC 12 drops a
+// __builtin_prefetch it would issue on only some iterations. The columns are whole vectors
 // (HoldsInRowGroups): no tail.
-template <typename Format, PrefetchHint kHint, int kStreams>
-void GroupDecodeTile(const uint8_t* const groups[kStreams], int64_t n_in, const float* x,
-                     const char* const prefetch[kStreams], float result[kStreams][kRowGroupRows]) {
+template <typename Format, PrefetchHint kHint>
+void GroupDecodeTile(const uint8_t* group, int64_t n_in, const float* x, const char* prefetch,
+                     float result[kRowGroupRows]) {
   constexpr size_t kStepBytes = kRowGroupRows * Format::kVectorBytes;  // one vector of each row
-  VecF acc[kStreams][kRowGroupRows];
-  for (int s = 0; s < kStreams; ++s)
-    for (int r = 0; r < kRowGroupRows; ++r) acc[s][r] = Zero();
-  const bool prefetching = prefetch[0] != nullptr;
+  VecF acc[kRowGroupRows];
+  for (int r = 0; r < kRowGroupRows; ++r) acc[r] = Zero();
   for (int64_t k = 0; k < n_in; k += kLanes) {
     const size_t offset = static_cast<size_t>(k / kLanes) * kStepBytes;
-    if (prefetching) {
-      for (int s = 0; s < kStreams; ++s)
-        for (size_t line = 0; line < kStepBytes; line += kCacheLine) PrefetchLine(prefetch[s] + offset + line, kHint);
+    if (prefetch != nullptr) {
+      for (size_t line = 0; line < kStepBytes; line += kCacheLine) PrefetchLine(prefetch + offset + line, kHint);
     }
     const VecF xv = Load(x + k);
-    for (int s = 0; s < kStreams; ++s) {
-      const uint8_t* step = groups[s] + offset;
-      for (int r = 0; r < kRowGroupRows; ++r) acc[s][r] = Fma(Format::Load(step + r * Format::kVectorBytes, 0), xv, acc[s][r]);
-    }
+    const uint8_t* step = group + offset;
+    for (int r = 0; r < kRowGroupRows; ++r) acc[r] = Fma(Format::Load(step + r * Format::kVectorBytes, 0), xv, acc[r]);
   }
-  for (int s = 0; s < kStreams; ++s)
-    for (int r = 0; r < kRowGroupRows; ++r) result[s][r] = ReduceAdd(acc[s][r]);
+  for (int r = 0; r < kRowGroupRows; ++r) result[r] = ReduceAdd(acc[r]);
 }
 
-// Decode over groups of rows: runs of kRowGroupStreams groups shared out by ForEachClaim, a run
-// of `count` read as kRowGroupStreams streams of `count` groups (as StreamRun reads rows), each
-// asking for its bytes kRowGroupPrefetchBytes ahead with DecodePrefetchHint; a group left over
-// after the last whole run alone. Zen 5 (2 cores), the medium model's 49 F16 matrices in turn
-// with one token, medians of 30 passes beside the read probe's: two row streams a thread read
-// 85 / 80 / 91 / 89% of the probe, two streams of 4-row groups 91 / 86 / 95 / 91% (4 KB ahead
-// of four streams 81 / 81 / 68% against 85 / 81 / 50%; 8-row groups read as well but made
-// 16-token forwards up to 12% slower, their row blocks reading half of every group's lines).
-// docs/engine-benchmarks.md has decode steps. The distance and hint, decode steps of the medium
-// model with the variants alternating step by step, medians of 50: non-temporal 6 KB / 8 KB /
-// into L2 6, 12, 24 KB: F16 2.640 / 2.672 / 2.907, 3.088, 2.948 ms (a fast minute), 4.052 /
-// 4.088 / 4.098, 4.203, 4.188, 4.067 / 4.125 / 4.222, 4.192, 4.204; BF16 3.499 / 3.611 /
-// 3.682, 3.837, 3.874, 3.955 / 3.924 / 4.074, 4.142, 4.109, 3.873 / 3.850 / 4.053, 4.019,
-// 4.030. Non-temporal 6 KB / none / 3 KB: F16 4.202 / 4.644 / 4.207, 4.039 / 4.210 / 3.895;
-// BF16 4.005 / 4.215 / 4.057, 4.040 / 4.253 / 3.917.
-constexpr int kRowGroupStreams = 2;
+// Decode over groups of rows: each thread reads its claims (ForEachClaim) as one sequential
+// stream of groups, asking for its bytes kRowGroupPrefetchBytes ahead with DecodePrefetchHint.
+// One stream a thread, against the two streams of groups read side by side before (8
+// accumulators in flight instead of 4), decode steps of the medium model with the two
+// alternating step by step in one process, medians of 40 steps, 48 rounds over some ten minutes
+// (Zen 5, 2 cores; docs/engine-benchmarks.md): one stream faster in 39, by 3% (median) where
+// the steps read under 50 GB/s and 1% above it; the random `large` model (574 M parameters),
+// F16 19.12 / 18.46, 26.96 / 26.39, 18.47 / 17.94 ms, BF16 17.89 / 17.27, 24.22 / 23.13 (two /
+// one). 3 / 6 / 12 KB ahead, 28 rounds: 6 KB fastest in 13, 12 KB 0.5% slower (median), 3 KB
+// 1.3% slower and 8-12% slower in the fast minutes. Before that: two row streams a thread read
+// 85 / 80 / 91 / 89% of the probe in the medium model's 49 F16 matrices, two streams of groups
+// 91 / 86 / 95 / 91%; 8-row groups made 16-token forwards up to 12% slower (their row blocks
+// read half of every group's lines); non-temporal 6 KB ahead beat into L2 at 6, 12 and 24 KB by
+// 2-10% and no prefetch by 4-10%.
 constexpr size_t kRowGroupPrefetchBytes = 6144;
-static_assert(kRowGroupStreams * kRowGroupPrefetchBytes <= kMaxNonTemporalBytesAhead,
+static_assert(kRowGroupPrefetchBytes <= kMaxNonTemporalBytesAhead,
               "decode's non-temporal lines must still be in L1 when read");
 
-template <typename Format, PrefetchHint kHint, int kStreams>
+template <typename Format, PrefetchHint kHint>
 void DecodeGroupRun(const uint8_t* w, size_t group_bytes, size_t matrix_bytes, int64_t first, int64_t count,
                     int64_t n_in, absl::Span<const OutputPart> parts, const float* x, const float* bias) {
-  for (int64_t i = 0; i < count; ++i) {
-    const uint8_t* groups[kStreams];
-    const char* prefetch[kStreams];
-    bool all_ahead_inside = true;
-    int64_t index[kStreams];
-    for (int s = 0; s < kStreams; ++s) {
-      index[s] = first + s * count + i;
-      groups[s] = w + index[s] * group_bytes;
-      const size_t ahead = static_cast<size_t>(index[s]) * group_bytes + kRowGroupPrefetchBytes;
-      all_ahead_inside = all_ahead_inside && ahead + group_bytes <= matrix_bytes;
-      prefetch[s] = reinterpret_cast<const char*>(w + ahead);
-    }
-    if (!all_ahead_inside) prefetch[0] = nullptr;  // near W's end: none
-    float result[kStreams][kRowGroupRows];
-    GroupDecodeTile<Format, kHint, kStreams>(groups, n_in, x, prefetch, result);
-    for (int s = 0; s < kStreams; ++s) {
-      for (int r = 0; r < kRowGroupRows; ++r) {
-        const RowOutput o = OutputOf(parts, bias, index[s] * kRowGroupRows + r);
-        o.out[o.col] = result[s][r] + o.bias;
-      }
+  for (int64_t g = first; g < first + count; ++g) {
+    const size_t ahead = static_cast<size_t>(g) * group_bytes + kRowGroupPrefetchBytes;
+    // Near W's end: no prefetch.
+    const char* prefetch = ahead + group_bytes <= matrix_bytes ? reinterpret_cast<const char*>(w + ahead) : nullptr;
+    float result[kRowGroupRows];
+    GroupDecodeTile<Format, kHint>(w + g * group_bytes, n_in, x, prefetch, result);
+    for (int r = 0; r < kRowGroupRows; ++r) {
+      const RowOutput o = OutputOf(parts, bias, g * kRowGroupRows + r);
+      o.out[o.col] = result[r] + o.bias;
     }
   }
 }
@@ -411,16 +392,11 @@ template <typename Format, PrefetchHint kHint>
 void DecodeRowGroupsWith(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in,
                          absl::Span<const OutputPart> parts, const float* x, const float* bias) {
   const int64_t n_groups = n_rows / kRowGroupRows;
-  const int64_t n_runs = n_groups / kRowGroupStreams;
   const size_t group_bytes = row_bytes * kRowGroupRows;
   const size_t matrix_bytes = static_cast<size_t>(n_groups) * group_bytes;
-  ForEachClaim(n_runs, WorthParallel(4 * n_rows * n_in), [&](int64_t first, int64_t count) {
-    DecodeGroupRun<Format, kHint, kRowGroupStreams>(w, group_bytes, matrix_bytes, first * kRowGroupStreams, count,
-                                                    n_in, parts, x, bias);
+  ForEachClaim(n_groups, WorthParallel(4 * n_rows * n_in), [&](int64_t first, int64_t count) {
+    DecodeGroupRun<Format, kHint>(w, group_bytes, matrix_bytes, first, count, n_in, parts, x, bias);
   });
-  for (int64_t g = n_runs * kRowGroupStreams; g < n_groups; ++g) {
-    DecodeGroupRun<Format, kHint, 1>(w, group_bytes, matrix_bytes, g, 1, n_in, parts, x, bias);
-  }
 }
 
 template <typename Format>

@@ -4,10 +4,10 @@
 //
 // Why: a row's dot product is one accumulator walking K in order (simd.h). Read a row at a time,
 // decode waited on that chain and on two separate row streams a thread; in groups, a step reads
-// the next vector of 4 rows from 128 contiguous bytes into 4 independent accumulators, and two
-// groups side by side (matmul.cc) keep 8 in flight. Each row's arithmetic is unchanged: the
-// same vectors of the same row, in the same order, so the bits are those of the row-major
-// matrix. A forward of several tokens reads a group as the row block of 4 rows its tiles take.
+// the next vector of 4 rows from 128 contiguous bytes into 4 independent accumulators, and a
+// thread reads its groups as one sequential stream (matmul.cc). Each row's arithmetic is
+// unchanged: the same vectors of the same row, in the same order, so the bits are those of the
+// row-major matrix. A forward of several tokens reads a group as the row block of 4 rows its tiles take.
 //
 // Group g holds rows 4g .. 4g + 3 in the bytes of 4 rows: for each chunk c of kLanes columns,
 // the 4 rows' chunk c one after another (4 x 32 bytes for F16 and BF16). Matrices whose rows are
