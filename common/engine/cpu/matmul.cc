@@ -360,7 +360,7 @@ void GroupDecodeTile(const uint8_t* group, int64_t n_in, const float* x, const c
 // accumulators in flight instead of 4), decode steps of the medium model with the two
 // alternating step by step in one process, medians of 40 steps, 48 rounds over some ten minutes
 // (Zen 5, 2 cores; docs/engine-benchmarks.md): one stream faster in 39, by 3% (median) where
-// the steps read under 50 GB/s and 1% above it; the random `large` model (574 M parameters),
+// the steps read under 51 GB/s and 1% above it; the random `large` model (574 M parameters),
 // F16 19.12 / 18.46, 26.96 / 26.39, 18.47 / 17.94 ms, BF16 17.89 / 17.27, 24.22 / 23.13 (two /
 // one). 3 / 6 / 12 KB ahead, 28 rounds: 6 KB fastest in 13, 12 KB 0.5% slower (median), 3 KB
 // 1.3% slower and 8-12% slower in the fast minutes. Before that: two row streams a thread read
