@@ -7,7 +7,8 @@
 // the next vector of 4 rows from 128 contiguous bytes into 4 independent accumulators, and a
 // thread reads its groups as one sequential stream (matmul.cc). Each row's arithmetic is
 // unchanged: the same vectors of the same row, in the same order, so the bits are those of the
-// row-major matrix. A forward of several tokens reads a group as the row block of 4 rows its tiles take.
+// row-major matrix. A forward of several tokens reads a group as the row block of 4 rows its
+// tiles take.
 //
 // Group g holds rows 4g .. 4g + 3 in the bytes of 4 rows: for each chunk c of kLanes columns,
 // the 4 rows' chunk c one after another (4 x 32 bytes for F16 and BF16). Matrices whose rows are
