@@ -190,10 +190,15 @@ constexpr int kDecodeStreams = 4;
 template <>
 constexpr int kDecodeStreams<F32Weights> = 8;
 #endif
-// About 6 KB ahead of each stream (2 rows of the medium model's F32 rows, 4 of its BF16 rows):
+// 6 KB ahead of each stream (2 rows of the medium model's F32 rows, 4 of its BF16 rows):
 // 3 KB measured the same for F32 and slower for BF16, 12 KB slower for BF16; with F32's one
 // stream 3 / 6 / 9 KB measured level (7.549 / 7.787 / 7.839 ms, 5.203 / 5.255 / 4.968, 8.323 /
-// 8.365 / 8.295, 7.497 / 7.389 / 7.667). With AVX2 none:
+// 8.365 / 8.295, 7.497 / 7.389 / 7.667). In bytes, whatever a row's length: the distance was
+// once rounded up to whole rows, which put the large preset's F32 down projection (rows of 22.5
+// KB) a row ahead, beyond what L1 keeps of non-temporal lines (matmul_parts.h). Decode steps of
+// that model, whole rows / bytes alternating step by step in one process (a harness not kept),
+// medians of 16-20 steps, 13 rounds: bytes faster in 9, median ratio 1.015 (32.486 / 32.003 ms
+// and 36.273 / 35.260 in fast minutes; 47.536 / 50.244 the widest the other way). With AVX2 none:
 // the hardware prefetchers keep four or eight streams coming on their own, and the prefetch
 // instructions only cost (Zen 3, medium model, batch-1 decode, eight alternating runs each,
 // medians: F32 12.75 ms with, 12.08 without; F16 6.48 / 6.63 and BF16 6.56 / 6.60 over five).
@@ -280,19 +285,21 @@ void StreamTokenTiles(const uint8_t* const* w_rows, int64_t n_in, const float* c
 // is W row first + s * count + i.
 template <typename Format, int kStreams, int kTokens>
 void StreamRun(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t first, int64_t count,
-               int64_t prefetch_rows, absl::Span<const OutputPart> parts, const float* bias,
+               size_t prefetch_bytes, absl::Span<const OutputPart> parts, const float* bias,
                const float* const* x_rows, int64_t n_tokens) {
   const PrefetchHint hint = kTokens == 1 ? DecodePrefetchHint() : PrefetchHint::kL2;
+  const size_t stream_bytes = static_cast<size_t>(count) * row_bytes;
   for (int64_t i = 0; i < count; ++i) {
-    const int64_t ahead = i + prefetch_rows;
-    const bool prefetch = prefetch_rows > 0 && ahead < count;
+    // A stream's rows lie one after another: what it reads prefetch_bytes on may be in a later
+    // row, and is asked for while it still lies within the stream.
+    const bool prefetch = prefetch_bytes > 0 && static_cast<size_t>(i + 1) * row_bytes + prefetch_bytes <= stream_bytes;
     const uint8_t* w_rows[kStreams];
     const uint8_t* prefetch_at[kStreams];
     for (int s = 0; s < kStreams; ++s) {
       w_rows[s] = w + (first + s * count + i) * row_bytes;
-      prefetch_at[s] = prefetch ? w + (first + s * count + ahead) * row_bytes : nullptr;
+      prefetch_at[s] = prefetch ? w_rows[s] + prefetch_bytes : nullptr;
     }
-    // Each stream's row ahead, the line of the step's bytes at every step (twice a line for F16
+    // Each stream's bytes prefetch_bytes ahead, a line at every step (twice a line for F16
     // and BF16). Not only as the step reaches a new line: GCC 12 dropped the prefetch it would
     // have had to issue on every other iteration, and F16 and BF16 decode streamed without one.
     auto prefetch_step = [&](int64_t k_step) {
@@ -317,11 +324,10 @@ template <typename Format, int kStreams, int kTokens>
 void ForwardStreams(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in,
                     absl::Span<const OutputPart> parts, const float* const* x_rows, int64_t n_tokens,
                     const float* bias) {
-  const int64_t prefetch_rows = static_cast<int64_t>((kStreamPrefetchBytes + row_bytes - 1) / row_bytes);
   const int64_t n_runs = n_rows / kStreams;
   ForEachClaim(n_runs, WorthParallel(4 * n_rows * n_in), [&](int64_t first, int64_t count) {
-    StreamRun<Format, kStreams, kTokens>(w, row_bytes, n_in, first * kStreams, count, prefetch_rows, parts, bias,
-                                         x_rows, n_tokens);
+    StreamRun<Format, kStreams, kTokens>(w, row_bytes, n_in, first * kStreams, count, kStreamPrefetchBytes, parts,
+                                         bias, x_rows, n_tokens);
   });
   for (int64_t row = n_runs * kStreams; row < n_rows; ++row) {
     StreamRun<Format, 1, kTokens>(w, row_bytes, n_in, row, 1, 0, parts, bias, x_rows, n_tokens);
