@@ -205,6 +205,50 @@ void PrintSmallOpsByKind(const std::vector<engine::OpTimes>& per_step) {
   std::printf("\n");
 }
 
+// The paired steps again (PrintPairedShare), each op timed around its call as in the step
+// breakdown below, which splits the paired share in two: how fast the matmuls read their
+// weights against the pass after their step, and how much of the step is not weight reading.
+// A step that follows a pass finds none of its weights, code or K/V rows in the last-level
+// cache, where a step that follows a step finds some, so these figures are not the step
+// breakdown's. The timer's two clock reads an op are why the share itself is taken untimed.
+void PrintPairedBreakdown(Bench& bench, engine::TimedBackend& timed, double weight_bytes, size_t probe_bytes,
+                          int steps) {
+  engine::cpu::ReadProbe probe(probe_bytes);
+  std::vector<engine::cpu::ReadCeiling> passes;
+  std::vector<engine::OpTimes> per_step;  // the first also holds the warm-up steps: left out
+  timed.ResetTimes();
+  timed.set_timing(true);
+  const std::vector<double> times = bench.DecodeStepTimes(1, steps, [&] {
+    per_step.push_back(timed.times());
+    passes.push_back(probe.ColdPass());
+    timed.ResetTimes();
+  });
+  timed.set_timing(false);
+  if (times.size() < 2) return;  // --steps 1: only the step that held the warm-up
+  const std::vector<engine::OpTimes> timed_steps(per_step.begin() + 1, per_step.end());
+  const std::vector<engine::cpu::ReadCeiling> timed_passes(passes.begin() + 1, passes.end());
+  const size_t kernel = engine::cpu::KernelWithBestMedian(timed_passes);
+  std::vector<double> pass_readings, step_shares, matmul_shares, matmul_parts, attention, elementwise, rest;
+  for (size_t i = 0; i < timed_steps.size(); ++i) {
+    const engine::OpTimes& t = timed_steps[i];
+    const double step_seconds = times[i + 1];
+    pass_readings.push_back(timed_passes[i].kernels[kernel].gb_per_s);
+    step_shares.push_back(weight_bytes / step_seconds / 1e9 / pass_readings.back());
+    matmul_shares.push_back(static_cast<double>(t.matmul_weight_bytes) / t.matmul_seconds / 1e9 / pass_readings.back());
+    matmul_parts.push_back(t.matmul_seconds / step_seconds);
+    attention.push_back(t.attention_seconds);
+    elementwise.push_back(t.elementwise_seconds);
+    rest.push_back(step_seconds - t.total_seconds());
+  }
+  std::printf("paired breakdown: %zu more paired steps, each op timed around its call, medians: the pass after a "
+              "step read %.1f GB/s (%s); the step's reads %.0f%% of it, the matmuls' reads %.0f%% of it; the matmuls "
+              "%.0f%% of the step, attention %.3f ms, the small ops %.3f ms, the rest %.3f ms\n",
+              timed_steps.size(), Median(pass_readings), std::string(timed_passes[0].kernels[kernel].name).c_str(),
+              100 * Median(step_shares), 100 * Median(matmul_shares), 100 * Median(matmul_parts),
+              Median(attention) * 1e3, Median(elementwise) * 1e3, Median(rest) * 1e3);
+  PrintMatMulsByShape(timed_steps);
+}
+
 // Where a batch-1 step's time goes: each op timed around its call (engine::TimedBackend) over
 // `steps` decode steps, medians of each kind a step. Timing costs two clock reads an op. Only
 // meaningful where the backend finishes an op before returning (the CPU backend).
@@ -376,6 +420,7 @@ int RunBenchEngine(const Args& args) {
         std::printf("  %-24s %6.1f GB/s\n", std::string(k.name).c_str(), k.gb_per_s);
       }
       PrintPairedShare(bench, (*model)->weight_bytes(), probe_bytes, steps);
+      PrintPairedBreakdown(bench, timed, (*model)->weight_bytes(), probe_bytes, steps);
       PrintStepBreakdown(bench, timed, steps);
       std::printf("\n");
     }

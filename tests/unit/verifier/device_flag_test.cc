@@ -168,7 +168,8 @@ TEST(DeviceFlagTest, UnknownDeviceIsAUsageError) {
 // bench-engine says how much of the process lies in huge-page chunks and huge pages, times
 // decode of the same weights held in huge-page chunks and in base pages, steps alternating in
 // one process, and breaks a batch-1 step down by the kind of op and its matmuls by weight
-// shape (3 steps: 2 differences).
+// shape (3 steps: 2 differences), once for the steps paired with read passes and once for steps
+// back to back.
 TEST(DeviceFlagTest, BenchEngineComparesBasePagesOnTheCpu) {
   std::vector<std::string> argv = BenchEngineArgs("cpu");
   for (const char* extra : {"--compare-base-pages", "--steps", "3", "--batches", "1", "--forward-tokens", "1"}) {
@@ -182,6 +183,9 @@ TEST(DeviceFlagTest, BenchEngineComparesBasePagesOnTheCpu) {
   EXPECT_NE(r.output.find(" ms with the C allocator's base pages (medians of 3 steps each, alternating)"),
             std::string::npos)
       << r.output;
+  EXPECT_NE(r.output.find("paired breakdown: 2 more paired steps, each op timed around its call"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("% of it, the matmuls' reads "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("step breakdown: 2 batch-1 decode steps, each op timed around its call"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find(" MB of weights read at "), std::string::npos) << r.output;
