@@ -47,7 +47,9 @@ struct RowsOf {
 template <typename Format>
 struct RowsOf<InRowGroups<Format>> {
   static constexpr bool kInGroups = true;
-  static const uint8_t* Row(const uint8_t* w, size_t row_bytes, int64_t row) { return RowInGroups(w, row_bytes, row); }
+  static const uint8_t* Row(const uint8_t* w, size_t row_bytes, int64_t row) {
+    return RowInGroups(w, row_bytes, Format::kVectorBytes, row);
+  }
 };
 
 // result[r][t] = dot(w_rows[r], x_rows[t]) for an RB x TB tile; prefetch_step(step) is called
@@ -455,9 +457,9 @@ std::vector<const float*> SelectRows(const Tensor& x, absl::Span<const int32_t> 
   return x_rows;
 }
 
-// An F16 or BF16 matrix, read as Upload left it: in groups of rows or row-major.
+// A matrix read as Upload left it: in groups of rows or row-major.
 template <typename Format>
-void MatMulHalf(const Tensor& w, size_t row_bytes, absl::Span<const OutputPart> parts,
+void MatMulAsHeld(const Tensor& w, size_t row_bytes, absl::Span<const OutputPart> parts,
                 const std::vector<const float*>& x_rows, const float* bias) {
   if constexpr (kRowGroupsBuilt) {
     if (w.layout == TensorLayout::kCpuRowGroups) {
@@ -472,9 +474,9 @@ void Dispatch(const Tensor& w, absl::Span<const OutputPart> parts, const std::ve
   const float* bias_data = bias ? bias->f32() : nullptr;
   const size_t row_bytes = DTypeRowBytes(w.dtype, w.cols);
   switch (w.dtype) {
-    case DType::kF32: return MatMulTyped<F32Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
-    case DType::kF16: return MatMulHalf<F16Weights>(w, row_bytes, parts, x_rows, bias_data);
-    case DType::kBF16: return MatMulHalf<BF16Weights>(w, row_bytes, parts, x_rows, bias_data);
+    case DType::kF32: return MatMulAsHeld<F32Weights>(w, row_bytes, parts, x_rows, bias_data);
+    case DType::kF16: return MatMulAsHeld<F16Weights>(w, row_bytes, parts, x_rows, bias_data);
+    case DType::kBF16: return MatMulAsHeld<BF16Weights>(w, row_bytes, parts, x_rows, bias_data);
     case DType::kQ8_0:
       return MatMulQ8(static_cast<const uint8_t*>(w.data), w.rows, w.cols, parts, x_rows, bias_data);
   }
