@@ -47,9 +47,7 @@ struct RowsOf {
 template <typename Format>
 struct RowsOf<InRowGroups<Format>> {
   static constexpr bool kInGroups = true;
-  static const uint8_t* Row(const uint8_t* w, size_t row_bytes, int64_t row) {
-    return RowInGroups(w, row_bytes, Format::kVectorBytes, row);
-  }
+  static const uint8_t* Row(const uint8_t* w, size_t row_bytes, int64_t row) { return RowInGroups(w, row_bytes, row); }
 };
 
 // result[r][t] = dot(w_rows[r], x_rows[t]) for an RB x TB tile; prefetch_step(step) is called
@@ -240,9 +238,7 @@ static_assert(kDecodeStreams<F32Weights> * kStreamPrefetchBytes <= kMaxNonTempor
 // 4 tokens 5.93 / 7.58 -> 5.87 / 6.66, 5 tokens 6.89 / 7.38 -> 6.69 / 6.83, but 6 tokens 9.37 /
 // 9.53 -> 10.70 / 10.78 and 8 tokens 8.71 / 8.68 -> 9.09 / 9.76; 1 thread (as the services run
 // on a 2-core machine), 2 tokens 11.97 -> 8.45, 4 tokens 12.24 -> 10.52, 5 tokens 12.63 ->
-// 11.08, 6 and 8 tokens level. AVX-512 builds take the same path, not measured there, except
-// for F32 matrices held in groups (row_groups.h), whose row blocks are groups: at the large
-// preset's down projection their 4- and 16-token forwards measured level or faster.
+// 11.08, 6 and 8 tokens level. AVX-512 builds take the same path, not measured there.
 template <typename Format>
 constexpr int64_t kStreamForwardTokens = 1;  // one token: decode's streams only
 template <>
@@ -459,10 +455,10 @@ std::vector<const float*> SelectRows(const Tensor& x, absl::Span<const int32_t> 
   return x_rows;
 }
 
-// A matrix read as Upload left it: in groups of rows or row-major.
+// An F16 or BF16 matrix, read as Upload left it: in groups of rows or row-major.
 template <typename Format>
-void MatMulAsHeld(const Tensor& w, size_t row_bytes, absl::Span<const OutputPart> parts,
-                  const std::vector<const float*>& x_rows, const float* bias) {
+void MatMulHalf(const Tensor& w, size_t row_bytes, absl::Span<const OutputPart> parts,
+                const std::vector<const float*>& x_rows, const float* bias) {
   if constexpr (kRowGroupsBuilt) {
     if (w.layout == TensorLayout::kCpuRowGroups) {
       return MatMulTyped<InRowGroups<Format>>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias);
@@ -476,9 +472,9 @@ void Dispatch(const Tensor& w, absl::Span<const OutputPart> parts, const std::ve
   const float* bias_data = bias ? bias->f32() : nullptr;
   const size_t row_bytes = DTypeRowBytes(w.dtype, w.cols);
   switch (w.dtype) {
-    case DType::kF32: return MatMulAsHeld<F32Weights>(w, row_bytes, parts, x_rows, bias_data);
-    case DType::kF16: return MatMulAsHeld<F16Weights>(w, row_bytes, parts, x_rows, bias_data);
-    case DType::kBF16: return MatMulAsHeld<BF16Weights>(w, row_bytes, parts, x_rows, bias_data);
+    case DType::kF32: return MatMulTyped<F32Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
+    case DType::kF16: return MatMulHalf<F16Weights>(w, row_bytes, parts, x_rows, bias_data);
+    case DType::kBF16: return MatMulHalf<BF16Weights>(w, row_bytes, parts, x_rows, bias_data);
     case DType::kQ8_0:
       return MatMulQ8(static_cast<const uint8_t*>(w.data), w.rows, w.cols, parts, x_rows, bias_data);
   }
