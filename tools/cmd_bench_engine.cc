@@ -205,6 +205,32 @@ void PrintSmallOpsByKind(const std::vector<engine::OpTimes>& per_step) {
   std::printf("\n");
 }
 
+// Batch-1 decode steps with each op timed around its call (engine::TimedBackend): each step's
+// seconds and ops, `after_step` run untimed after each. The first timed step also holds the
+// warm-up steps' ops (which `after_step` does not follow) and is left out of both.
+struct TimedSteps {
+  std::vector<double> seconds;
+  std::vector<engine::OpTimes> ops;
+};
+
+template <typename AfterFn>
+TimedSteps TimeDecodeSteps(Bench& bench, engine::TimedBackend& timed, int steps, AfterFn&& after_step) {
+  std::vector<engine::OpTimes> per_step;
+  timed.ResetTimes();
+  timed.set_timing(true);
+  const std::vector<double> times = bench.DecodeStepTimes(1, steps, [&] {
+    per_step.push_back(timed.times());
+    after_step();
+    timed.ResetTimes();
+  });
+  timed.set_timing(false);
+  TimedSteps result;
+  if (times.size() < 2) return result;  // --steps 1: only the step that held the warm-up
+  result.seconds.assign(times.begin() + 1, times.end());
+  result.ops.assign(per_step.begin() + 1, per_step.end());
+  return result;
+}
+
 // The paired steps again (PrintPairedShare), each op timed around its call as in the step
 // breakdown below, which splits the paired share in two: how fast the matmuls read their
 // weights against the pass after their step, and how much of the step is not weight reading.
@@ -215,23 +241,15 @@ void PrintPairedBreakdown(Bench& bench, engine::TimedBackend& timed, double weig
                           int steps) {
   engine::cpu::ReadProbe probe(probe_bytes);
   std::vector<engine::cpu::ReadCeiling> passes;
-  std::vector<engine::OpTimes> per_step;  // the first also holds the warm-up steps: left out
-  timed.ResetTimes();
-  timed.set_timing(true);
-  const std::vector<double> times = bench.DecodeStepTimes(1, steps, [&] {
-    per_step.push_back(timed.times());
-    passes.push_back(probe.ColdPass());
-    timed.ResetTimes();
-  });
-  timed.set_timing(false);
-  if (times.size() < 2) return;  // --steps 1: only the step that held the warm-up
-  const std::vector<engine::OpTimes> timed_steps(per_step.begin() + 1, per_step.end());
+  const TimedSteps timed_steps = TimeDecodeSteps(bench, timed, steps, [&] { passes.push_back(probe.ColdPass()); });
+  if (timed_steps.ops.empty()) return;
+  // The pass after the step that held the warm-up goes with it.
   const std::vector<engine::cpu::ReadCeiling> timed_passes(passes.begin() + 1, passes.end());
   const size_t kernel = engine::cpu::KernelWithBestMedian(timed_passes);
   std::vector<double> pass_readings, step_shares, matmul_shares, matmul_parts, attention, elementwise, rest;
-  for (size_t i = 0; i < timed_steps.size(); ++i) {
-    const engine::OpTimes& t = timed_steps[i];
-    const double step_seconds = times[i + 1];
+  for (size_t i = 0; i < timed_steps.ops.size(); ++i) {
+    const engine::OpTimes& t = timed_steps.ops[i];
+    const double step_seconds = timed_steps.seconds[i];
     pass_readings.push_back(timed_passes[i].kernels[kernel].gb_per_s);
     step_shares.push_back(weight_bytes / step_seconds / 1e9 / pass_readings.back());
     matmul_shares.push_back(static_cast<double>(t.matmul_weight_bytes) / t.matmul_seconds / 1e9 / pass_readings.back());
@@ -243,38 +261,29 @@ void PrintPairedBreakdown(Bench& bench, engine::TimedBackend& timed, double weig
   std::printf("paired breakdown: %zu more paired steps, each op timed around its call, medians: the pass after a "
               "step read %.1f GB/s (%s); the step's reads %.0f%% of it, the matmuls' reads %.0f%% of it; the matmuls "
               "%.0f%% of the step, attention %.3f ms, the small ops %.3f ms, the rest %.3f ms\n",
-              timed_steps.size(), Median(pass_readings), std::string(timed_passes[0].kernels[kernel].name).c_str(),
+              timed_steps.ops.size(), Median(pass_readings), std::string(timed_passes[0].kernels[kernel].name).c_str(),
               100 * Median(step_shares), 100 * Median(matmul_shares), 100 * Median(matmul_parts),
               Median(attention) * 1e3, Median(elementwise) * 1e3, Median(rest) * 1e3);
-  PrintMatMulsByShape(timed_steps);
+  PrintMatMulsByShape(timed_steps.ops);
 }
 
 // Where a batch-1 step's time goes: each op timed around its call (engine::TimedBackend) over
 // `steps` decode steps, medians of each kind a step. Timing costs two clock reads an op. Only
 // meaningful where the backend finishes an op before returning (the CPU backend).
 void PrintStepBreakdown(Bench& bench, engine::TimedBackend& timed, int steps) {
-  // Each timed step's ops, reset after each; the first also holds the warm-up steps (which
-  // `between` does not follow) and is left out.
-  std::vector<engine::OpTimes> per_step;
-  timed.ResetTimes();
-  timed.set_timing(true);
-  const std::vector<double> times = bench.DecodeStepTimes(1, steps, [&] {
-    per_step.push_back(timed.times());
-    timed.ResetTimes();
-  });
-  timed.set_timing(false);
+  const TimedSteps timed_steps = TimeDecodeSteps(bench, timed, steps, [] {});
+  if (timed_steps.ops.empty()) return;
   std::vector<double> step, matmul, attention, elementwise, rest, read;
-  for (size_t i = 1; i < per_step.size(); ++i) {
-    const engine::OpTimes& t = per_step[i];
-    step.push_back(times[i]);
+  for (size_t i = 0; i < timed_steps.ops.size(); ++i) {
+    const engine::OpTimes& t = timed_steps.ops[i];
+    step.push_back(timed_steps.seconds[i]);
     matmul.push_back(t.matmul_seconds);
     attention.push_back(t.attention_seconds);
     elementwise.push_back(t.elementwise_seconds);
-    rest.push_back(times[i] - t.total_seconds());
+    rest.push_back(timed_steps.seconds[i] - t.total_seconds());
     read.push_back(static_cast<double>(t.matmul_weight_bytes) / t.matmul_seconds / 1e9);
   }
-  if (step.empty()) return;  // --steps 1: only the step that held the warm-up
-  const engine::OpTimes& per = per_step.back();
+  const engine::OpTimes& per = timed_steps.ops.back();
   std::printf("step breakdown: %zu batch-1 decode steps, each op timed around its call, medians: step %.2f ms; "
               "matmuls %.2f ms (%lld calls, %.1f MB of weights read at %.1f GB/s), attention %.3f ms (%lld calls), "
               "norms, RoPE, SiLU, adds, embedding and the logits' copy %.3f ms (%lld calls), the rest of the "
@@ -283,9 +292,8 @@ void PrintStepBreakdown(Bench& bench, engine::TimedBackend& timed, int steps) {
               per.matmul_weight_bytes / 1e6, Median(read), Median(attention) * 1e3,
               static_cast<long long>(per.attention_calls), Median(elementwise) * 1e3,
               static_cast<long long>(per.elementwise_calls), Median(rest) * 1e3);
-  const std::vector<engine::OpTimes> timed_steps(per_step.begin() + 1, per_step.end());
-  PrintMatMulsByShape(timed_steps);
-  PrintSmallOpsByKind(timed_steps);
+  PrintMatMulsByShape(timed_steps.ops);
+  PrintSmallOpsByKind(timed_steps.ops);
 }
 
 // The same weights loaded again by a CPU backend that takes every buffer from the C allocator
