@@ -62,7 +62,7 @@ class CpuBackend final : public Backend {
       return;
     }
     if (cpu::HoldsInRowGroups(tensor.dtype, tensor.rows, tensor.cols)) {
-      cpu::PackRowGroups(bytes, tensor.rows, tensor.cols, static_cast<uint8_t*>(tensor.data));
+      cpu::PackRowGroups(bytes, tensor.dtype, tensor.rows, tensor.cols, static_cast<uint8_t*>(tensor.data));
       tensor.layout = TensorLayout::kCpuRowGroups;
       return;
     }

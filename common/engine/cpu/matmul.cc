@@ -47,7 +47,9 @@ struct RowsOf {
 template <typename Format>
 struct RowsOf<InRowGroups<Format>> {
   static constexpr bool kInGroups = true;
-  static const uint8_t* Row(const uint8_t* w, size_t row_bytes, int64_t row) { return RowInGroups(w, row_bytes, row); }
+  static const uint8_t* Row(const uint8_t* w, size_t row_bytes, int64_t row) {
+    return RowInGroups(w, row_bytes, Format::kVectorBytes, row);
+  }
 };
 
 // result[r][t] = dot(w_rows[r], x_rows[t]) for an RB x TB tile; prefetch_step(step) is called
@@ -238,11 +240,15 @@ static_assert(kDecodeStreams<F32Weights> * kStreamPrefetchBytes <= kMaxNonTempor
 // 4 tokens 5.93 / 7.58 -> 5.87 / 6.66, 5 tokens 6.89 / 7.38 -> 6.69 / 6.83, but 6 tokens 9.37 /
 // 9.53 -> 10.70 / 10.78 and 8 tokens 8.71 / 8.68 -> 9.09 / 9.76; 1 thread (as the services run
 // on a 2-core machine), 2 tokens 11.97 -> 8.45, 4 tokens 12.24 -> 10.52, 5 tokens 12.63 ->
-// 11.08, 6 and 8 tokens level. AVX-512 builds take the same path, not measured there.
+// 11.08, 6 and 8 tokens level. AVX-512 builds take the same path, not measured there, except
+// for F32 matrices held in groups (row_groups.h), whose row blocks are groups: at the large
+// preset's down projection their 4- and 16-token forwards measured level or faster.
 template <typename Format>
 constexpr int64_t kStreamForwardTokens = 1;  // one token: decode's streams only
 template <>
 constexpr int64_t kStreamForwardTokens<F32Weights> = 5;
+template <>
+constexpr int64_t kStreamForwardTokens<InRowGroups<F32Weights>> = 5;  // ForwardRowGroups
 constexpr int kForwardStreams = 4;  // 4 x 2 accumulators + 2 activations + 1 weight of 16 AVX2 registers
 constexpr int kForwardStreamTokens = 2;
 
@@ -332,6 +338,43 @@ void ForwardStreams(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t 
   for (int64_t row = n_runs * kStreams; row < n_rows; ++row) {
     StreamRun<Format, 1, kTokens>(w, row_bytes, n_in, row, 1, 0, parts, bias, x_rows, n_tokens);
   }
+}
+
+// A forward of a few tokens through an F32 matrix held in groups (row_groups.h), as its rows
+// read them (ForwardStreams): the tokens two a tile, each group read from memory for the first
+// tile and from cache for the rest, and asked for kStreamPrefetchBytes ahead into L2. A group of
+// long rows is one stream of a thread's claims, so the distance runs ahead of where the group
+// is read. As row blocks, five tokens took one tile of 4 rows x 5 tokens, 10-20% slower than
+// these pairs. Zen 5, 2 threads, 1 GB of matrices of one shape in turn (a harness not kept),
+// medians of 20, two rounds, ms, rows (row-major streams) / row blocks / pairs: 5 tokens
+// 4096 x 11008 29.615 / 33.033 / 30.339 and 28.330 / 32.461 / 28.449, 11008 x 4096 30.343 /
+// 33.058 / 30.053 and 30.108 / 32.033 / 30.692, 4096 x 4096 38.317 / 42.095 / 36.496 and 34.360
+// / 39.898 / 33.104, 2048 x 5632 29.523 / 35.255 / 28.821 and 32.271 / 36.322 / 31.841; 4
+// tokens 25.683 / 27.464 / 26.507, 25.590 / 27.457 / 24.671, 27.985 / 26.426 / 24.255, 52.345 /
+// 60.609 / 48.970; 2 and 3 tokens within a few percent of both (3 tokens, one tile as a row
+// block, 2-5% ahead of pairs).
+template <typename Format>
+void ForwardRowGroups(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in,
+                      absl::Span<const OutputPart> parts, const float* const* x_rows, int64_t n_tokens,
+                      const float* bias) {
+  const size_t matrix_bytes = static_cast<size_t>(n_rows) * row_bytes;
+  ForEachRowBlock<kRowBlock>(parts, WorthParallel(4 * n_rows * n_in), [&](auto rb, int64_t row0,
+                                                                          const OutputPart& part) {
+    constexpr int RB = decltype(rb)::value;
+    const uint8_t* w_rows[RB];
+    for (int r = 0; r < RB; ++r) w_rows[r] = RowsOf<Format>::Row(w, row_bytes, row0 + r);
+    // A whole group's bytes begin at row0 * row_bytes; the rows left over at a part's end
+    // (RB = 1) ask for nothing.
+    const size_t ahead = static_cast<size_t>(row0) * row_bytes + kStreamPrefetchBytes;
+    const char* prefetch = RB == kRowGroupRows && ahead + RB * row_bytes <= matrix_bytes
+                               ? reinterpret_cast<const char*>(w + ahead)
+                               : nullptr;
+    const int64_t col0 = row0 - part.first_row;
+    int64_t t = 0;
+    TokenTiles<Format, RB, kForwardStreamTokens>(w_rows, n_in, row0, part, col0, x_rows, t, n_tokens, bias,
+                                                 prefetch);
+    TokenTiles<Format, RB, 1>(w_rows, n_in, row0, part, col0, x_rows, t, n_tokens, bias, prefetch);
+  });
 }
 
 // One token against one group of rows (row_groups.h): each step takes a vector of every row
@@ -427,6 +470,9 @@ void MatMulTyped(const void* weights, size_t row_bytes, int64_t n_rows, int64_t 
   }
   if constexpr (kStreamForwardTokens<Format> > 1) {
     if (n_tokens <= kStreamForwardTokens<Format>) {
+      if constexpr (RowsOf<Format>::kInGroups) {
+        return ForwardRowGroups<Format>(w, row_bytes, n_rows, n_in, parts, x_rows.data(), n_tokens, bias);
+      }
       return ForwardStreams<Format, kForwardStreams, kForwardStreamTokens>(w, row_bytes, n_rows, n_in, parts,
                                                                            x_rows.data(), n_tokens, bias);
     }
@@ -455,10 +501,10 @@ std::vector<const float*> SelectRows(const Tensor& x, absl::Span<const int32_t> 
   return x_rows;
 }
 
-// An F16 or BF16 matrix, read as Upload left it: in groups of rows or row-major.
+// A matrix read as Upload left it: in groups of rows or row-major.
 template <typename Format>
-void MatMulHalf(const Tensor& w, size_t row_bytes, absl::Span<const OutputPart> parts,
-                const std::vector<const float*>& x_rows, const float* bias) {
+void MatMulAsHeld(const Tensor& w, size_t row_bytes, absl::Span<const OutputPart> parts,
+                  const std::vector<const float*>& x_rows, const float* bias) {
   if constexpr (kRowGroupsBuilt) {
     if (w.layout == TensorLayout::kCpuRowGroups) {
       return MatMulTyped<InRowGroups<Format>>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias);
@@ -472,9 +518,9 @@ void Dispatch(const Tensor& w, absl::Span<const OutputPart> parts, const std::ve
   const float* bias_data = bias ? bias->f32() : nullptr;
   const size_t row_bytes = DTypeRowBytes(w.dtype, w.cols);
   switch (w.dtype) {
-    case DType::kF32: return MatMulTyped<F32Weights>(w.data, row_bytes, w.rows, w.cols, parts, x_rows, bias_data);
-    case DType::kF16: return MatMulHalf<F16Weights>(w, row_bytes, parts, x_rows, bias_data);
-    case DType::kBF16: return MatMulHalf<BF16Weights>(w, row_bytes, parts, x_rows, bias_data);
+    case DType::kF32: return MatMulAsHeld<F32Weights>(w, row_bytes, parts, x_rows, bias_data);
+    case DType::kF16: return MatMulAsHeld<F16Weights>(w, row_bytes, parts, x_rows, bias_data);
+    case DType::kBF16: return MatMulAsHeld<BF16Weights>(w, row_bytes, parts, x_rows, bias_data);
     case DType::kQ8_0:
       return MatMulQ8(static_cast<const uint8_t*>(w.data), w.rows, w.cols, parts, x_rows, bias_data);
   }

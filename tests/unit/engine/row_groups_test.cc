@@ -1,5 +1,6 @@
-// F16 and BF16 matrices held in groups of rows (cpu/row_groups.h): every element where the
-// layout says, and every product the bits of the same matrix held row by row.
+// Matrices held in groups of rows (cpu/row_groups.h), F16 and BF16 ones and F32 ones of long
+// rows: every element where the layout says, and every product the bits of the same matrix held
+// row by row.
 #include <omp.h>
 
 #include <gtest/gtest.h>
@@ -24,10 +25,27 @@ std::vector<uint8_t> RandomBytes(DType dtype, int64_t rows, int64_t cols, uint32
 }
 
 float RowMajorElement(const std::vector<uint8_t>& bytes, DType dtype, int64_t index) {
+  if (dtype == DType::kF32) {
+    float f;
+    std::memcpy(&f, &bytes[4 * index], 4);
+    return f;
+  }
   uint16_t h;
   std::memcpy(&h, &bytes[2 * index], 2);
   return dtype == DType::kF16 ? F16ToF32(h) : BF16ToF32(h);
 }
+
+// Element k of a grouped row starting at `start`, as the kernels' format for `dtype` reads it.
+float GroupedElement(const uint8_t* start, DType dtype, int64_t k) {
+  switch (dtype) {
+    case DType::kF32: return cpu::InRowGroups<cpu::F32Weights>::Scalar(start, k);
+    case DType::kF16: return cpu::InRowGroups<cpu::F16Weights>::Scalar(start, k);
+    default: return cpu::InRowGroups<cpu::BF16Weights>::Scalar(start, k);
+  }
+}
+
+// The fewest columns a matrix of `dtype` is held in groups with (where it is at all).
+int64_t GroupedCols(DType dtype) { return dtype == DType::kF32 ? cpu::kF32RowGroupMinCols : 64; }
 
 class RowGroupsTest : public ::testing::TestWithParam<DType> {};
 
@@ -36,15 +54,15 @@ TEST_P(RowGroupsTest, EveryElementLiesWhereTheLayoutSays) {
   const int64_t rows = 48, cols = 3 * cpu::kLanes;
   const std::vector<uint8_t> row_major = RandomBytes(dtype, rows, cols, 1);
   std::vector<uint8_t> grouped(row_major.size());
-  cpu::PackRowGroups(row_major.data(), rows, cols, grouped.data());
+  cpu::PackRowGroups(row_major.data(), dtype, rows, cols, grouped.data());
   std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* start = cpu::RowInGroups(grouped.data(), static_cast<size_t>(cols) * 2, r);
+    const uint8_t* start =
+        cpu::RowInGroups(grouped.data(), DTypeRowBytes(dtype, cols), cpu::RowGroupChunkBytes(dtype), r);
     cpu::RowGroupsRowToF32(grouped.data(), dtype, cols, r, row.data());
     for (int64_t k = 0; k < cols; ++k) {
       const float expected = RowMajorElement(row_major, dtype, r * cols + k);
-      const float at = dtype == DType::kF16 ? cpu::InRowGroups<cpu::F16Weights>::Scalar(start, k)
-                                            : cpu::InRowGroups<cpu::BF16Weights>::Scalar(start, k);
+      const float at = GroupedElement(start, dtype, k);
       ASSERT_EQ(at, expected) << "row " << r << " column " << k;
       ASSERT_EQ(row[k], expected) << "row " << r << " column " << k;
     }
@@ -56,7 +74,9 @@ TEST_P(RowGroupsTest, EveryElementLiesWhereTheLayoutSays) {
 TEST_P(RowGroupsTest, UploadGroupsTheShapesThatFit) {
   const DType dtype = GetParam();
   std::unique_ptr<Backend> backend = CreateCpuBackend();
-  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{64, 64}, {48, 80}, {38, 64}, {64, 40}, {4, 16}, {24, 32}}) {
+  const int64_t wide = GroupedCols(DType::kF32);
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{64, 64}, {48, 80}, {38, 64}, {64, 40}, {4, 16}, {24, 32},
+                                   {8, wide}, {6, wide}, {8, wide - cpu::kLanes}}) {
     const std::vector<uint8_t> bytes = RandomBytes(dtype, rows, cols, 2);
     Tensor w = *backend->Allocate(dtype, rows, cols);
     backend->Upload(bytes.data(), w);
@@ -67,10 +87,11 @@ TEST_P(RowGroupsTest, UploadGroupsTheShapesThatFit) {
     backend->Free(w);
   }
 #if defined(__AVX512F__)
-  EXPECT_TRUE(cpu::HoldsInRowGroups(dtype, 64, 64));
+  EXPECT_TRUE(cpu::HoldsInRowGroups(dtype, 64, GroupedCols(dtype)));
 #endif
   EXPECT_FALSE(cpu::HoldsInRowGroups(DType::kF32, 64, 64));
-  EXPECT_FALSE(cpu::HoldsInRowGroups(dtype, 38, 64));
+  EXPECT_FALSE(cpu::HoldsInRowGroups(DType::kF32, 64, wide - cpu::kLanes));
+  EXPECT_FALSE(cpu::HoldsInRowGroups(dtype, 38, GroupedCols(dtype)));
 }
 
 // The products of an uploaded (grouped where it fits) matrix against the same bytes held row by
@@ -86,8 +107,10 @@ TEST_P(RowGroupsTest, ProductsHaveTheBitsOfTheRowMajorMatrix) {
     std::vector<int64_t> part_rows;
     int64_t cols;
   };
-  for (const Shape& shape :
-       {Shape{{64}, 64}, Shape{{768, 256, 256}, 128}, Shape{{32, 16, 48}, 2048}, Shape{{24, 12}, 96}}) {
+  const int64_t wide = GroupedCols(DType::kF32);
+  for (const Shape& shape : {Shape{{64}, 64}, Shape{{768, 256, 256}, 128}, Shape{{32, 16, 48}, 2048}, Shape{{24, 12}, 96},
+                             Shape{{16, 8, 8}, wide}, Shape{{12}, wide + cpu::kLanes},
+                             Shape{{6, 10}, wide}}) {
     int64_t rows = 0;
     for (int64_t part : shape.part_rows) rows += part;
     std::vector<uint8_t> row_major = RandomBytes(dtype, rows, shape.cols, 4);
@@ -138,7 +161,7 @@ TEST_P(RowGroupsTest, ProductsHaveTheBitsOfTheRowMajorMatrix) {
 TEST_P(RowGroupsTest, EmbeddingRowsAreTheRowMajorRows) {
   const DType dtype = GetParam();
   std::unique_ptr<Backend> backend = CreateCpuBackend();
-  const int64_t vocab = 64, dim = 96;
+  const int64_t vocab = 64, dim = GroupedCols(dtype) + 32;
   const std::vector<uint8_t> row_major = RandomBytes(dtype, vocab, dim, 5);
   Tensor table = *backend->Allocate(dtype, vocab, dim);
   backend->Upload(row_major.data(), table);
@@ -155,7 +178,7 @@ TEST_P(RowGroupsTest, EmbeddingRowsAreTheRowMajorRows) {
   for (Tensor* t : {&table, &got, &want}) backend->Free(*t);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, RowGroupsTest, ::testing::Values(DType::kF16, DType::kBF16));
+INSTANTIATE_TEST_SUITE_P(Dtypes, RowGroupsTest, ::testing::Values(DType::kF16, DType::kBF16, DType::kF32));
 
 }  // namespace
 }  // namespace splitspec::engine
