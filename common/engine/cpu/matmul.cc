@@ -240,9 +240,9 @@ static_assert(kDecodeStreams<F32Weights> * kStreamPrefetchBytes <= kMaxNonTempor
 // 4 tokens 5.93 / 7.58 -> 5.87 / 6.66, 5 tokens 6.89 / 7.38 -> 6.69 / 6.83, but 6 tokens 9.37 /
 // 9.53 -> 10.70 / 10.78 and 8 tokens 8.71 / 8.68 -> 9.09 / 9.76; 1 thread (as the services run
 // on a 2-core machine), 2 tokens 11.97 -> 8.45, 4 tokens 12.24 -> 10.52, 5 tokens 12.63 ->
-// 11.08, 6 and 8 tokens level. AVX-512 builds take the same path, not measured there, except
-// for F32 matrices held in groups (row_groups.h), whose row blocks are groups: at the large
-// preset's down projection their 4- and 16-token forwards measured level or faster.
+// 11.08, 6 and 8 tokens level. AVX-512 builds take the same path, not measured there; F32
+// matrices they hold in groups (row_groups.h) read their few tokens two a tile too
+// (ForwardRowGroups).
 template <typename Format>
 constexpr int64_t kStreamForwardTokens = 1;  // one token: decode's streams only
 template <>
@@ -352,14 +352,14 @@ void ForwardStreams(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t 
 // / 39.898 / 33.104, 2048 x 5632 29.523 / 35.255 / 28.821 and 32.271 / 36.322 / 31.841; 4
 // tokens 25.683 / 27.464 / 26.507, 25.590 / 27.457 / 24.671, 27.985 / 26.426 / 24.255, 52.345 /
 // 60.609 / 48.970; 2 and 3 tokens within a few percent of both (3 tokens, one tile as a row
-// block, 2-5% ahead of pairs).
+// block, 2-5% ahead of pairs). F16 and BF16 groups keep their row blocks: as pairs they widen
+// each weight again for every two tokens, and F16's 5-token forwards measured 11-27% slower.
 template <typename Format>
 void ForwardRowGroups(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in,
                       absl::Span<const OutputPart> parts, const float* const* x_rows, int64_t n_tokens,
                       const float* bias) {
   const size_t matrix_bytes = static_cast<size_t>(n_rows) * row_bytes;
-  ForEachRowBlock<kRowBlock>(parts, WorthParallel(4 * n_rows * n_in), [&](auto rb, int64_t row0,
-                                                                          const OutputPart& part) {
+  auto pairs_of_tokens = [&](auto rb, int64_t row0, const OutputPart& part) {
     constexpr int RB = decltype(rb)::value;
     const uint8_t* w_rows[RB];
     for (int r = 0; r < RB; ++r) w_rows[r] = RowsOf<Format>::Row(w, row_bytes, row0 + r);
@@ -374,7 +374,8 @@ void ForwardRowGroups(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_
     TokenTiles<Format, RB, kForwardStreamTokens>(w_rows, n_in, row0, part, col0, x_rows, t, n_tokens, bias,
                                                  prefetch);
     TokenTiles<Format, RB, 1>(w_rows, n_in, row0, part, col0, x_rows, t, n_tokens, bias, prefetch);
-  });
+  };
+  ForEachRowBlock<kRowBlock>(parts, WorthParallel(4 * n_rows * n_in), pairs_of_tokens);
 }
 
 // One token against one group of rows (row_groups.h): each step takes a vector of every row
