@@ -24,14 +24,30 @@
 namespace splitspec::engine::cpu {
 namespace {
 
-// Tiles of kRowBlock rows x kTokenBlock tokens, then one tile of the tokens left. With
-// AVX-512, six tokens rather than four widen each F16/BF16 weight vector once for more tokens:
-// all matmuls of a 16-token forward of the medium F16 model measured 10% faster, F32 unchanged.
+// Tiles of kRowBlock rows x kTokenBlock<Format> tokens, then one tile of the tokens left. With
+// AVX-512, F16 and BF16 take six tokens a tile rather than four, which widens each weight
+// vector once for more tokens: all matmuls of a 16-token forward of the medium F16 model
+// measured 10% faster. F32, with nothing to widen, reads faster four tokens a tile. Zen 5, 2
+// threads, the matmuls of a forward of the medium and the large preset's shapes (12 layers and
+// the output, random weights), 6 / 4 tokens a tile alternating (a harness not kept), medians of
+// 8-12, ms: 16 tokens medium 19.075 / 16.306, 16.043 / 14.829, 14.365 / 13.961, large 116.575
+// / 112.132, 107.360 / 101.377, 104.895 / 97.240; 8 tokens medium 13.097 / 12.222, 10.883 /
+// 10.638, 10.900 / 10.496, large 84.166 / 78.313, 76.979 / 73.459, 74.855 / 65.752; 32 tokens
+// 24.879 / 22.941 and 177.895 / 158.679; 6, 7 and 10 tokens faster at the large shapes, up to
+// 7% slower at the medium ones; from 48 tokens on no order (64: 42.095 / 42.724, 299.594 /
+// 319.189, 38.143 / 40.518, 309.640 / 304.433). BF16's six stay ahead of four there (58.927 /
+// 64.755, 64.874 / 67.588 at 16 tokens, large).
 #if defined(__AVX512F__)
-constexpr int kRowBlock = 4;  // 24 accumulators + 6 activations + 1 weight of 32 registers
+constexpr int kRowBlock = 4;  // up to 24 accumulators + 6 activations + 1 weight of 32 registers
+template <typename Format>
 constexpr int kTokenBlock = 6;
+template <>
+constexpr int kTokenBlock<F32Weights> = 4;
+template <>
+constexpr int kTokenBlock<InRowGroups<F32Weights>> = 4;
 #else
 constexpr int kRowBlock = 2;  // 8 accumulators + 4 activations + 1 weight of 16 AVX2 registers
+template <typename Format>
 constexpr int kTokenBlock = 4;
 #endif
 constexpr int64_t kTokenTile = 128;  // activations of one tile stay in L2 while W streams
@@ -112,12 +128,12 @@ void TileRows(const uint8_t* const* w_rows, int64_t n_in, int64_t row0, const Ou
               const float* const* x_rows, int64_t t_begin, int64_t t_end, const float* bias, const char* prefetch) {
   const int64_t col0 = row0 - part.first_row;
   int64_t t = t_begin;
-  TokenTiles<Format, RB, kTokenBlock>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+  TokenTiles<Format, RB, kTokenBlock<Format>>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
   // Each loop below runs at most once: fewer than kTokenBlock tokens are left.
-  if constexpr (kTokenBlock > 5) {
+  if constexpr (kTokenBlock<Format> > 5) {
     TokenTiles<Format, RB, 5>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
   }
-  if constexpr (kTokenBlock > 4) {
+  if constexpr (kTokenBlock<Format> > 4) {
     TokenTiles<Format, RB, 4>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
   }
   TokenTiles<Format, RB, 3>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
