@@ -118,41 +118,43 @@ inline void TokenTiles(const uint8_t* const* w_rows, int64_t n_in, int64_t row0,
 }
 
 // RB weight rows (W rows row0.., inside `part`) against tokens [t_begin, t_end), in tiles of
-// kTokenBlock, then one tile of exactly the tokens left (fewer than kTokenBlock). One tile per
+// kTokens, then one tile of exactly the tokens left (fewer than kTokens). One tile per
 // remainder rather than 4 + 2 + 1 pieces: every tile loads (and, for F16/BF16, widens) each
 // weight vector once, so 3 tokens as 2 + 1 cost more than 4 did (measured on the bundled BF16
 // target, 1 thread: 3 tokens 3.56 ms against 4 tokens' 3.26; 5 tokens 4.08 against 6's 3.81).
 // `prefetch` (or nullptr) is issued by the first tile.
-template <typename Format, int RB>
+template <typename Format, int RB, int kTokens>
 void TileRows(const uint8_t* const* w_rows, int64_t n_in, int64_t row0, const OutputPart& part,
               const float* const* x_rows, int64_t t_begin, int64_t t_end, const float* bias, const char* prefetch) {
   const int64_t col0 = row0 - part.first_row;
   int64_t t = t_begin;
-  TokenTiles<Format, RB, kTokenBlock<Format>>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
-  // Each loop below runs at most once: fewer than kTokenBlock tokens are left.
-  if constexpr (kTokenBlock<Format> > 5) {
+  TokenTiles<Format, RB, kTokens>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+  // Each call below runs at most one tile: fewer than kTokens tokens are left.
+  if constexpr (kTokens > 5) {
     TokenTiles<Format, RB, 5>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
   }
-  if constexpr (kTokenBlock<Format> > 4) {
+  if constexpr (kTokens > 4) {
     TokenTiles<Format, RB, 4>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
   }
-  TokenTiles<Format, RB, 3>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
-  TokenTiles<Format, RB, 2>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
-  TokenTiles<Format, RB, 1>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+  if constexpr (kTokens > 3) {
+    TokenTiles<Format, RB, 3>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+  }
+  if constexpr (kTokens > 2) {
+    TokenTiles<Format, RB, 2>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+  }
+  if constexpr (kTokens > 1) {
+    TokenTiles<Format, RB, 1>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+  }
 }
 
-// One block of RB weight rows (W rows row0.., inside `part`) against tokens [t_begin, t_end).
-template <typename Format, int RB>
-void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in, int64_t row0,
-              const OutputPart& part, const float* const* x_rows, int64_t t_begin, int64_t t_end, const float* bias) {
+// One block of RB weight rows (W rows row0.., inside `part`) against tokens [t_begin, t_end),
+// kTokens a tile (TileRows); the first tile asks for `prefetch` (nullptr: nothing).
+template <typename Format, int RB, int kTokens = kTokenBlock<Format>>
+void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t row0, const OutputPart& part,
+              const float* const* x_rows, int64_t t_begin, int64_t t_end, const float* bias, const char* prefetch) {
   const uint8_t* w_rows[RB];
   for (int r = 0; r < RB; ++r) w_rows[r] = RowsOf<Format>::Row(w, row_bytes, row0 + r);
-  // Only the first token tile of a block streams its rows from memory; later tiles find them
-  // in cache, so they skip the prefetch. W is one contiguous matrix, so the prefetch runs on
-  // across parts. In groups of rows (of kRowBlock rows, row_groups.h) a block is a group: the
-  // same bytes, in another order.
-  const char* prefetch = RowsToPrefetch(w, row_bytes, n_rows, row0, RB);
-  TileRows<Format, RB>(w_rows, n_in, row0, part, x_rows, t_begin, t_end, bias, prefetch);
+  TileRows<Format, RB, kTokens>(w_rows, n_in, row0, part, x_rows, t_begin, t_end, bias, prefetch);
 }
 
 // One token's forward is nothing but reads, so it gets its own traversal: a thread's run of
@@ -368,7 +370,9 @@ void ForwardStreams(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t 
 // / 39.898 / 33.104, 2048 x 5632 29.523 / 35.255 / 28.821 and 32.271 / 36.322 / 31.841; 4
 // tokens 25.683 / 27.464 / 26.507, 25.590 / 27.457 / 24.671, 27.985 / 26.426 / 24.255, 52.345 /
 // 60.609 / 48.970; 2 and 3 tokens within a few percent of both (3 tokens, one tile as a row
-// block, 2-5% ahead of pairs). F16 and BF16 groups keep their row blocks: as pairs they widen
+// block, 2-5% ahead of pairs). Against the rows, the groups as pairs read a few percent either
+// way with the minute (5 tokens at 4096 x 11008, groups / rows: 25.554 / 25.808 ms in one run,
+// 24.588 / 22.736 in another). F16 and BF16 groups keep their row blocks: as pairs they widen
 // each weight again for every two tokens, and F16's 5-token forwards measured 11-27% slower.
 template <typename Format>
 void ForwardRowGroups(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t n_in,
@@ -377,19 +381,13 @@ void ForwardRowGroups(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_
   const size_t matrix_bytes = static_cast<size_t>(n_rows) * row_bytes;
   auto pairs_of_tokens = [&](auto rb, int64_t row0, const OutputPart& part) {
     constexpr int RB = decltype(rb)::value;
-    const uint8_t* w_rows[RB];
-    for (int r = 0; r < RB; ++r) w_rows[r] = RowsOf<Format>::Row(w, row_bytes, row0 + r);
     // A whole group's bytes begin at row0 * row_bytes; the rows left over at a part's end
     // (RB = 1) ask for nothing.
     const size_t ahead = static_cast<size_t>(row0) * row_bytes + kStreamPrefetchBytes;
     const char* prefetch = RB == kRowGroupRows && ahead + RB * row_bytes <= matrix_bytes
                                ? reinterpret_cast<const char*>(w + ahead)
                                : nullptr;
-    const int64_t col0 = row0 - part.first_row;
-    int64_t t = 0;
-    TokenTiles<Format, RB, kForwardStreamTokens>(w_rows, n_in, row0, part, col0, x_rows, t, n_tokens, bias,
-                                                 prefetch);
-    TokenTiles<Format, RB, 1>(w_rows, n_in, row0, part, col0, x_rows, t, n_tokens, bias, prefetch);
+    RowBlock<Format, RB, kForwardStreamTokens>(w, row_bytes, n_in, row0, part, x_rows, 0, n_tokens, bias, prefetch);
   };
   ForEachRowBlock<kRowBlock>(parts, WorthParallel(4 * n_rows * n_in), pairs_of_tokens);
 }
@@ -498,11 +496,16 @@ void MatMulTyped(const void* weights, size_t row_bytes, int64_t n_rows, int64_t 
     const int64_t t1 = std::min(n_tokens, t0 + kTokenTile);
     // A quarter of the usual threshold: even the smallest projections of real models stream
     // enough weight bytes for two threads to pay.
-    ForEachRowBlock<kRowBlock>(parts, WorthParallel(4 * n_rows * n_in * (t1 - t0)),
-                               [&](auto rb, int64_t row0, const OutputPart& part) {
-                                 RowBlock<Format, decltype(rb)::value>(w, row_bytes, n_rows, n_in, row0, part,
-                                                                       x_rows.data(), t0, t1, bias);
-                               });
+    auto token_tiles = [&](auto rb, int64_t row0, const OutputPart& part) {
+      constexpr int RB = decltype(rb)::value;
+      // Only the first token tile of a block streams its rows from memory; later tiles find them
+      // in cache, so they skip the prefetch. W is one contiguous matrix, so the prefetch runs on
+      // across parts. In groups of rows (of kRowBlock rows, row_groups.h) a block is a group: the
+      // same bytes, in another order.
+      const char* prefetch = RowsToPrefetch(w, row_bytes, n_rows, row0, RB);
+      RowBlock<Format, RB>(w, row_bytes, n_in, row0, part, x_rows.data(), t0, t1, bias, prefetch);
+    };
+    ForEachRowBlock<kRowBlock>(parts, WorthParallel(4 * n_rows * n_in * (t1 - t0)), token_tiles);
   }
 }
 
