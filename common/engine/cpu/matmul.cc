@@ -98,63 +98,88 @@ inline void DotTile(const uint8_t* const* w_rows, const float* const* x_rows, in
 }
 
 
-// Runs RB x TB tiles from token t while TB tokens remain, advancing t. The first tile issues the
-// block's prefetch (and clears it: later tiles find the rows in cache).
+// Runs RB x TB tiles from token t while TB tokens remain, advancing t and the block's tile
+// count `tile`; each asks for its share of the block's prefetch.
 template <typename Format, int RB, int TB>
 inline void TokenTiles(const uint8_t* const* w_rows, int64_t n_in, int64_t row0, const OutputPart& part,
                        int64_t col0, const float* const* x_rows, int64_t& t, int64_t t_end, const float* bias,
-                       const char*& prefetch) {
-  for (; t + TB <= t_end; t += TB) {
+                       const BlockPrefetch& prefetch, int64_t& tile) {
+  for (; t + TB <= t_end; t += TB, ++tile) {
     float result[RB][TB];
-    // When `prefetch` is set, the RB rows' worth of bytes starting there, RB vectors' bytes a step.
+    const StepPrefetch share = prefetch.ShareOf(tile);
     DotTile<Format, RB, TB>(
-        w_rows, x_rows + t, n_in,
-        [prefetch](int64_t step) { PrefetchStep(prefetch, step, RB * Format::kVectorBytes); }, result);
-    prefetch = nullptr;
+        w_rows, x_rows + t, n_in, [share](int64_t step) { PrefetchStep(share.at, step, share.bytes_per_step); },
+        result);
     for (int r = 0; r < RB; ++r)
       for (int j = 0; j < TB; ++j)
         part.out[(t + j) * part.n_cols + col0 + r] = result[r][j] + (bias ? bias[row0 + r] : 0.0f);
   }
 }
 
+// Who asks for a row block's prefetch: its first tile alone, at the pace it reads the block
+// (ForwardRowGroups, whose prefetch runs a fixed distance ahead of the rows being read), or its
+// first tiles in turn (the block kPrefetchBlocks ahead, MatMulTyped), each of up to a power of
+// two tiles asking for at least a cache line a step (SharedBlockPrefetch): with AVX-512, F16 and
+// BF16 blocks are shared by up to two tiles, F32 ones by up to four. Asked for by the first tile
+// alone, a block's lines are requested within a third (16 tokens) or a sixth (32) of its time,
+// and tiles stalled on them. Zen 5, 2 threads, the matmuls of a forward of the large preset's
+// shapes (12 layers and the output, random weights), first tile / shared alternating in one
+// process (a harness not kept), ratio of the medians of 8, four rounds each (shared faster in):
+// 7 tokens BF16 0.810 (4), F32 0.959 (4); 8 tokens BF16 0.852 (4), F16 0.866 (4), F32 0.921 (4);
+// 16 tokens BF16 0.931 (4), F16 0.946 (4), F32 0.950 (4); 32 tokens 0.979 (3), 0.996 (2), 0.990
+// (2); the medium preset's shapes, 16 tokens: BF16 0.935 (4), F16 0.899 (4), F32 0.860 (4); one
+// thread, large, BF16 16 tokens 0.926 (3 of 3). Blocks 1, 3 or 4 ahead instead of 2 measured no
+// better. A block of few-token F32 forwards over groups stays with its first tile: shared by
+// the tiles of two tokens, 3 and 5 tokens measured 3-4% slower (its distance ahead is in bytes).
+enum class PrefetchBy { kFirstTile, kSharedTiles };
+
 // RB weight rows (W rows row0.., inside `part`) against tokens [t_begin, t_end), in tiles of
 // kTokens, then one tile of exactly the tokens left (fewer than kTokens). One tile per
 // remainder rather than 4 + 2 + 1 pieces: every tile loads (and, for F16/BF16, widens) each
 // weight vector once, so 3 tokens as 2 + 1 cost more than 4 did (measured on the bundled BF16
 // target, 1 thread: 3 tokens 3.56 ms against 4 tokens' 3.26; 5 tokens 4.08 against 6's 3.81).
-// `prefetch` (or nullptr) is issued by the first tile.
+// `prefetch` (or nullptr): the RB rows' worth of bytes to ask for, as `by` says.
 template <typename Format, int RB, int kTokens>
 void TileRows(const uint8_t* const* w_rows, int64_t n_in, int64_t row0, const OutputPart& part,
-              const float* const* x_rows, int64_t t_begin, int64_t t_end, const float* bias, const char* prefetch) {
+              const float* const* x_rows, int64_t t_begin, int64_t t_end, const float* bias, const char* prefetch,
+              PrefetchBy by) {
   const int64_t col0 = row0 - part.first_row;
+  const size_t bytes_per_step = RB * Format::kVectorBytes;
+  const int64_t n_steps = n_in / kLanes;
+  const BlockPrefetch plan =
+      by == PrefetchBy::kSharedTiles
+          ? SharedBlockPrefetch(prefetch, bytes_per_step, n_steps, (t_end - t_begin + kTokens - 1) / kTokens)
+          : BlockPrefetch{prefetch, bytes_per_step, n_steps, 1};
   int64_t t = t_begin;
-  TokenTiles<Format, RB, kTokens>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+  int64_t tile = 0;
+  TokenTiles<Format, RB, kTokens>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, plan, tile);
   // Each call below runs at most one tile: fewer than kTokens tokens are left.
   if constexpr (kTokens > 5) {
-    TokenTiles<Format, RB, 5>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+    TokenTiles<Format, RB, 5>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, plan, tile);
   }
   if constexpr (kTokens > 4) {
-    TokenTiles<Format, RB, 4>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+    TokenTiles<Format, RB, 4>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, plan, tile);
   }
   if constexpr (kTokens > 3) {
-    TokenTiles<Format, RB, 3>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+    TokenTiles<Format, RB, 3>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, plan, tile);
   }
   if constexpr (kTokens > 2) {
-    TokenTiles<Format, RB, 2>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+    TokenTiles<Format, RB, 2>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, plan, tile);
   }
   if constexpr (kTokens > 1) {
-    TokenTiles<Format, RB, 1>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, prefetch);
+    TokenTiles<Format, RB, 1>(w_rows, n_in, row0, part, col0, x_rows, t, t_end, bias, plan, tile);
   }
 }
 
 // One block of RB weight rows (W rows row0.., inside `part`) against tokens [t_begin, t_end),
-// kTokens a tile (TileRows); the first tile asks for `prefetch` (nullptr: nothing).
+// kTokens a tile (TileRows), asking for `prefetch` (nullptr: nothing) as `by` says.
 template <typename Format, int RB, int kTokens = kTokenBlock<Format>>
 void RowBlock(const uint8_t* w, size_t row_bytes, int64_t n_in, int64_t row0, const OutputPart& part,
-              const float* const* x_rows, int64_t t_begin, int64_t t_end, const float* bias, const char* prefetch) {
+              const float* const* x_rows, int64_t t_begin, int64_t t_end, const float* bias, const char* prefetch,
+              PrefetchBy by) {
   const uint8_t* w_rows[RB];
   for (int r = 0; r < RB; ++r) w_rows[r] = RowsOf<Format>::Row(w, row_bytes, row0 + r);
-  TileRows<Format, RB, kTokens>(w_rows, n_in, row0, part, x_rows, t_begin, t_end, bias, prefetch);
+  TileRows<Format, RB, kTokens>(w_rows, n_in, row0, part, x_rows, t_begin, t_end, bias, prefetch, by);
 }
 
 // One token's forward is nothing but reads, so it gets its own traversal: a thread's run of
@@ -387,7 +412,8 @@ void ForwardRowGroups(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_
     const char* prefetch = RB == kRowGroupRows && ahead + RB * row_bytes <= matrix_bytes
                                ? reinterpret_cast<const char*>(w + ahead)
                                : nullptr;
-    RowBlock<Format, RB, kForwardStreamTokens>(w, row_bytes, n_in, row0, part, x_rows, 0, n_tokens, bias, prefetch);
+    RowBlock<Format, RB, kForwardStreamTokens>(w, row_bytes, n_in, row0, part, x_rows, 0, n_tokens, bias, prefetch,
+                                               PrefetchBy::kFirstTile);
   };
   ForEachRowBlock<kRowBlock>(parts, WorthParallel(4 * n_rows * n_in), pairs_of_tokens);
 }
@@ -499,11 +525,13 @@ void MatMulTyped(const void* weights, size_t row_bytes, int64_t n_rows, int64_t 
     auto token_tiles = [&](auto rb, int64_t row0, const OutputPart& part) {
       constexpr int RB = decltype(rb)::value;
       // Only the first token tile of a block streams its rows from memory; later tiles find them
-      // in cache, so they skip the prefetch. W is one contiguous matrix, so the prefetch runs on
-      // across parts. In groups of rows (of kRowBlock rows, row_groups.h) a block is a group: the
-      // same bytes, in another order.
+      // in cache. The block kPrefetchBlocks ahead is asked for by the first tiles in turn
+      // (PrefetchBy). W is one contiguous matrix, so the prefetch runs on across parts. In groups
+      // of rows (of kRowBlock rows, row_groups.h) a block is a group: the same bytes, in another
+      // order.
       const char* prefetch = RowsToPrefetch(w, row_bytes, n_rows, row0, RB);
-      RowBlock<Format, RB>(w, row_bytes, n_in, row0, part, x_rows.data(), t0, t1, bias, prefetch);
+      RowBlock<Format, RB>(w, row_bytes, n_in, row0, part, x_rows.data(), t0, t1, bias, prefetch,
+                           PrefetchBy::kSharedTiles);
     };
     ForEachRowBlock<kRowBlock>(parts, WorthParallel(4 * n_rows * n_in * (t1 - t0)), token_tiles);
   }

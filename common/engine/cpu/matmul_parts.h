@@ -104,6 +104,33 @@ struct StepPrefetch {
   void Step(int64_t step) const { PrefetchStep(at, step, bytes_per_step, hint); }
 };
 
+// How a row block's tiles ask for its prefetch (matmul.cc): n_steps k-steps of bytes_per_step
+// bytes from `at` (nullptr: nothing), of which each of the block's first `sharers` tiles asks
+// for a consecutive 1/sharers, spread evenly over its own steps.
+struct BlockPrefetch {
+  const char* at = nullptr;
+  size_t bytes_per_step = 0;
+  int64_t n_steps = 0;
+  int sharers = 1;
+  PrefetchHint hint = PrefetchHint::kL2;
+
+  // What the block's tile number `tile` asks for (nothing past the sharers).
+  StepPrefetch ShareOf(int64_t tile) const {
+    if (at == nullptr || tile >= sharers) return {};
+    const size_t share = bytes_per_step / sharers;
+    return {at + static_cast<size_t>(tile * n_steps) * share, share, hint};
+  }
+};
+
+// A block's prefetch shared by as many of its n_tiles tiles as there are, up to the largest
+// power of two that still gives each at least a cache line a step. (A share rounds down: of a
+// bytes_per_step that the sharers do not divide, the last few bytes a step go unasked for.)
+inline BlockPrefetch SharedBlockPrefetch(const char* at, size_t bytes_per_step, int64_t n_steps, int64_t n_tiles) {
+  BlockPrefetch plan{at, bytes_per_step, n_steps, 1};
+  while (plan.sharers * 2 <= n_tiles && bytes_per_step / (plan.sharers * 2) >= kCacheLine) plan.sharers *= 2;
+  return plan;
+}
+
 // A run of row blocks shared by two threads that claim towards each other: one from its start
 // upwards, one from its end downwards, a few blocks at a time until they meet. With a
 // static split one thread waited for the other at the end of every projection (a shared

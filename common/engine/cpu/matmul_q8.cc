@@ -406,16 +406,16 @@ void StoreGroup(const float results[TB][kQ8GroupRows], int64_t row0, int64_t n_r
   }
 }
 
-// Tokens [t_begin, t_end) (quantized in x from t_begin) against group g, TB tokens at a time;
-// only the first tile issues the group's prefetch, later ones find the group in cache.
+// Tokens [t_begin, t_end) (quantized in x from t_begin) against group g, TB tokens at a time,
+// advancing the group's tile count `tile`; each tile asks for its share of the prefetch (the
+// first tile reads the group from memory, later ones find it in cache).
 template <int TB>
 void TokenTiles(const uint8_t* group, int64_t n_in, int64_t row0, int64_t n_rows, absl::Span<const OutputPart> parts,
                 const QuantizedTokens& x, int64_t t_begin, int64_t& t, int64_t t_end, const float* bias,
-                StepPrefetch& prefetch) {
-  for (; t + TB <= t_end; t += TB) {
+                const BlockPrefetch& prefetch, int64_t& tile) {
+  for (; t + TB <= t_end; t += TB, ++tile) {
     float results[TB][kQ8GroupRows];
-    GroupTile<TB>(group, n_in, x, t - t_begin, prefetch, results);
-    prefetch.at = nullptr;
+    GroupTile<TB>(group, n_in, x, t - t_begin, prefetch.ShareOf(tile), results);
     StoreGroup<TB>(results, row0, n_rows, parts, t, bias);
   }
 }
@@ -424,18 +424,26 @@ void TokenTiles(const uint8_t* group, int64_t n_in, int64_t row0, int64_t n_rows
 template <int TB>
 void LastTokens(const uint8_t* group, int64_t n_in, int64_t row0, int64_t n_rows, absl::Span<const OutputPart> parts,
                 const QuantizedTokens& x, int64_t t_begin, int64_t& t, int64_t t_end, const float* bias,
-                StepPrefetch& prefetch) {
+                const BlockPrefetch& prefetch, int64_t& tile) {
   if constexpr (TB > 0) {
     if (t_end - t == TB) {
-      TokenTiles<TB>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch);
+      TokenTiles<TB>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch, tile);
       return;
     }
-    LastTokens<TB - 1>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch);
+    LastTokens<TB - 1>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch, tile);
   }
 }
 
 // Where a group's tiles start prefetching (nullptr: nowhere): for one token a fixed distance
-// ahead in bytes (kDecodePrefetchBytes), else kPrefetchBlocks groups ahead (RowsToPrefetch).
+// ahead in bytes (kDecodePrefetchBytes), else kPrefetchBlocks groups ahead (RowsToPrefetch),
+// shared by the group's full tiles of kTokenBlock tokens (SharedBlockPrefetch; matmul.cc's
+// PrefetchBy has why). Not by a last, shorter tile: a group's step is some 9 lines, and shared
+// with the one-token tile of a 9-token forward its half made that forward 25% slower at the large
+// preset's shapes (first tile / shared, medians of 8, four rounds, ratio 1.253). By the full
+// tiles, the same harness, ratio of the medians, four rounds each (shared faster in): large
+// shapes 16 tokens 0.872 (4 of 4), 17 tokens 0.924 (4), 20 tokens 0.911 (4), 24 tokens 0.893
+// (4), 32 tokens 0.865 (3), 64 tokens 0.941 (4); medium shapes 16 tokens 0.852 (4), 32 tokens
+// 0.891 (4).
 // A group of the medium model is 12.75 KB, so two groups ahead was 26 KB; one token's tile reads
 // its group fast enough that a nearer window keeps more of the stream's next lines coming.
 // Zen 5 (AVX-512 VNNI, 2 cores), the medium model's int8 matrices in turn with one token, the
@@ -455,29 +463,29 @@ constexpr size_t kDecodePrefetchBytes = 6144;
 static_assert(kDecodePrefetchBytes <= kMaxNonTemporalBytesAhead,
               "decode's non-temporal lines must still be in L1 when read");
 
-StepPrefetch GroupPrefetch(const uint8_t* w, int64_t n_in, int64_t n_groups, int64_t g, int64_t n_tokens) {
+BlockPrefetch GroupPrefetch(const uint8_t* w, int64_t n_in, int64_t n_groups, int64_t g, int64_t n_tokens) {
   const size_t group_bytes = Q8GroupBytes(n_in);
   const int64_t n_blocks = n_in / kQ8BlockSize;
-  StepPrefetch prefetch;
-  prefetch.bytes_per_step = (group_bytes + n_blocks - 1) / n_blocks;
+  const size_t bytes_per_step = (group_bytes + n_blocks - 1) / n_blocks;
   if (n_tokens > 1) {
-    prefetch.at = RowsToPrefetch(w, group_bytes, n_groups, g, 1);
-    return prefetch;
+    const char* at = RowsToPrefetch(w, group_bytes, n_groups, g, 1);
+    return SharedBlockPrefetch(at, bytes_per_step, n_blocks, std::max<int64_t>(1, n_tokens / kTokenBlock));
   }
+  BlockPrefetch prefetch{nullptr, bytes_per_step, n_blocks, 1, DecodePrefetchHint()};
   const size_t at = static_cast<size_t>(g) * group_bytes + kDecodePrefetchBytes;
   if (at + group_bytes <= static_cast<size_t>(n_groups) * group_bytes) prefetch.at = reinterpret_cast<const char*>(w + at);
-  prefetch.hint = DecodePrefetchHint();
   return prefetch;
 }
 
 void Group(const uint8_t* w, int64_t n_rows, int64_t n_in, int64_t g, absl::Span<const OutputPart> parts,
            const QuantizedTokens& x, int64_t t_begin, int64_t t_end, const float* bias) {
   const uint8_t* group = w + g * Q8GroupBytes(n_in);
-  StepPrefetch prefetch = GroupPrefetch(w, n_in, Q8GroupCount(n_rows), g, t_end - t_begin);
+  const BlockPrefetch prefetch = GroupPrefetch(w, n_in, Q8GroupCount(n_rows), g, t_end - t_begin);
   const int64_t row0 = g * kQ8GroupRows;
   int64_t t = t_begin;
-  TokenTiles<kTokenBlock>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch);
-  LastTokens<kTokenBlock - 1>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch);
+  int64_t tile = 0;
+  TokenTiles<kTokenBlock>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch, tile);
+  LastTokens<kTokenBlock - 1>(group, n_in, row0, n_rows, parts, x, t_begin, t, t_end, bias, prefetch, tile);
 }
 
 #if defined(SPLITSPEC_Q8_AVX2)

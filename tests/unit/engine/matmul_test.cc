@@ -228,6 +228,41 @@ TEST(MeetingInTheMiddleTest, VisitsEveryIndexOnceEachRunUpwards) {
   }
 }
 
+// A row block's prefetch shared by its first tiles (SharedBlockPrefetch) asks for every byte of
+// the block once, tile after tile in order, each share at least a cache line a step; as many
+// tiles share it as the tiles and that floor allow (a power of two), the rest ask for nothing.
+TEST(BlockPrefetchTest, SharesCoverTheBlockOnceInOrder) {
+  static char block[1 << 16];
+  for (size_t bytes_per_step : {size_t{32}, size_t{64}, size_t{128}, size_t{256}}) {
+    for (int64_t n_steps : {1, 7, 128}) {
+      for (int64_t n_tiles = 1; n_tiles <= 7; ++n_tiles) {
+        const cpu::BlockPrefetch plan = cpu::SharedBlockPrefetch(block, bytes_per_step, n_steps, n_tiles);
+        SCOPED_TRACE(::testing::Message() << bytes_per_step << " bytes a step, " << n_steps << " steps, " << n_tiles
+                                          << " tiles, " << plan.sharers << " sharers");
+        ASSERT_GE(plan.sharers, 1);
+        EXPECT_EQ(plan.sharers & (plan.sharers - 1), 0) << "not a power of two";
+        EXPECT_LE(plan.sharers, n_tiles);
+        EXPECT_TRUE(plan.sharers == 1 || bytes_per_step / plan.sharers >= cpu::kCacheLine);
+        // The largest such count: twice as many would break a bound.
+        EXPECT_TRUE(plan.sharers * 2 > n_tiles || bytes_per_step / (plan.sharers * 2) < cpu::kCacheLine);
+        const char* next = block;
+        for (int64_t tile = 0; tile < n_tiles; ++tile) {
+          const cpu::StepPrefetch share = plan.ShareOf(tile);
+          if (tile >= plan.sharers) {
+            EXPECT_EQ(share.at, nullptr) << "tile " << tile;
+            continue;
+          }
+          EXPECT_EQ(share.at, next) << "tile " << tile;
+          EXPECT_EQ(share.bytes_per_step * plan.sharers, bytes_per_step);
+          next = share.at + share.bytes_per_step * n_steps;
+        }
+        EXPECT_EQ(next, block + bytes_per_step * n_steps) << "the shares do not end at the block's end";
+      }
+    }
+  }
+  EXPECT_EQ(cpu::SharedBlockPrefetch(nullptr, 128, 8, 4).ShareOf(0).at, nullptr);
+}
+
 // Whatever the number of threads sharing a projection (pairs, an odd one out), every output has
 // the bits of the one-thread result: for one token (row streams), for five (F32: row streams
 // two tokens a tile; BF16: row blocks) and for twelve (row blocks).
