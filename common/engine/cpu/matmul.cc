@@ -120,7 +120,8 @@ inline void TokenTiles(const uint8_t* const* w_rows, int64_t n_in, int64_t row0,
 // (ForwardRowGroups, whose prefetch runs a fixed distance ahead of the rows being read), or its
 // first tiles in turn (the block kPrefetchBlocks ahead, MatMulTyped), each of up to a power of
 // two tiles asking for at least a cache line a step (SharedBlockPrefetch): with AVX-512, F16 and
-// BF16 blocks are shared by up to two tiles, F32 ones by up to four. Asked for by the first tile
+// BF16 blocks are shared by up to two tiles, F32 ones by up to four; with AVX2 a block's step is
+// at most a line (2 rows of 8 lanes), and its first tile keeps it all. Asked for by the first tile
 // alone, a block's lines are requested within a third (16 tokens) or a sixth (32) of its time,
 // and tiles stalled on them. Zen 5, 2 threads, the matmuls of a forward of the large preset's
 // shapes (12 layers and the output, random weights), first tile / shared alternating in one

@@ -443,7 +443,8 @@ void LastTokens(const uint8_t* group, int64_t n_in, int64_t row0, int64_t n_rows
 // tiles, the same harness, ratio of the medians, four rounds each (shared faster in): large
 // shapes 16 tokens 0.872 (4 of 4), 17 tokens 0.924 (4), 20 tokens 0.911 (4), 24 tokens 0.893
 // (4), 32 tokens 0.865 (3), 64 tokens 0.941 (4); medium shapes 16 tokens 0.852 (4), 32 tokens
-// 0.891 (4).
+// 0.891 (4). Measured with the AVX-512 VNNI kernels; AVX2 builds share their groups' prefetch
+// the same way, not measured there.
 // A group of the medium model is 12.75 KB, so two groups ahead was 26 KB; one token's tile reads
 // its group fast enough that a nearer window keeps more of the stream's next lines coming.
 // Zen 5 (AVX-512 VNNI, 2 cores), the medium model's int8 matrices in turn with one token, the
