@@ -106,6 +106,8 @@ inline void TokenTiles(const uint8_t* const* w_rows, int64_t n_in, int64_t row0,
                        const BlockPrefetch& prefetch, int64_t& tile) {
   for (; t + TB <= t_end; t += TB, ++tile) {
     float result[RB][TB];
+    // Into L2, the hint as a constant (every block of several tokens asks with kL2): through
+    // share.Step the compiler carried both hints' instructions and a branch into the loop.
     const StepPrefetch share = prefetch.ShareOf(tile);
     DotTile<Format, RB, TB>(
         w_rows, x_rows + t, n_in, [share](int64_t step) { PrefetchStep(share.at, step, share.bytes_per_step); },
