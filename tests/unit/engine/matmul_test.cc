@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -225,6 +226,29 @@ TEST(MeetingInTheMiddleTest, VisitsEveryIndexOnceEachRunUpwards) {
         }
       }
     }
+  }
+}
+
+// Each walker's first claim is 15/32 of the range whichever comes first, so the two leave
+// 1/16 of it to later claims (each of which moves the range's line between the cores); those
+// halve what is left, down to two blocks, and never grant past the end.
+TEST(MeetingInTheMiddleTest, FirstClaimsLeaveASixteenthToMeetIn) {
+  for (const int64_t size : {2, 3, 17, 64, 192, 1000, 4096}) {
+    SCOPED_TRACE(::testing::Message() << size << " blocks");
+    cpu::MeetingRange range;
+    range.Reset(size);
+    const int64_t first = range.FirstClaim();
+    const int64_t second = range.FirstClaim();
+    EXPECT_EQ(first, std::min(size, std::max<int64_t>(2, size * 15 / 32)));
+    EXPECT_EQ(second, std::min(size - first, std::max<int64_t>(2, size * 15 / 32)));
+    int64_t granted = first + second;
+    for (int64_t left = size - granted, claim = range.Claim(); claim > 0; claim = range.Claim()) {
+      EXPECT_EQ(claim, std::min(left, std::max<int64_t>(2, left / 2)));
+      granted += claim;
+      left -= claim;
+    }
+    EXPECT_EQ(granted, size);
+    EXPECT_LE(size - first - second, size / 16 + 2);
   }
 }
 
