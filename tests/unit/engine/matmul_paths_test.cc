@@ -22,18 +22,10 @@
 #include "common/engine/cpu/kernels.h"
 #include "common/engine/cpu/row_groups.h"
 #include "common/engine/dtype.h"
+#include "tests/unit/engine/instruction_set_path.h"
 
 namespace splitspec::engine::cpu {
 namespace {
-
-bool CpuRunsThisBuild() {
-#if defined(__AVX2__)
-  // Every CPU with AVX2 and FMA has F16C (which clang's __builtin_cpu_supports cannot name).
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-  return true;
-#endif
-}
 
 // 64-byte aligned storage, as the CPU backend's buffers are.
 struct Buffer {

@@ -16,19 +16,11 @@
 #include "common/engine/cpu/matmul_parts.h"
 #include "common/engine/cpu/q8_groups.h"
 #include "common/engine/dtype.h"
+#include "tests/unit/engine/instruction_set_path.h"
 #include "tests/unit/engine/q8_arithmetic.h"
 
 namespace splitspec::engine::cpu {
 namespace {
-
-bool CpuRunsThisBuild() {
-#if defined(__AVX2__)
-  // Every CPU with AVX2 and FMA has F16C (which clang's __builtin_cpu_supports cannot name).
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-  return true;
-#endif
-}
 
 // A Q8_0 matrix in the file's row layout with random scales and values in [-127, 127].
 std::vector<uint8_t> RandomQ8(int64_t rows, int64_t cols, std::mt19937& rng) {
