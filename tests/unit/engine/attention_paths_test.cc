@@ -97,11 +97,13 @@ class Cache {
   std::vector<int32_t> block_table_;
 };
 
-// Attention of rows [first, first + n) of q, k and v as new tokens of `cache` after
-// `n_context` positions: a chain, or a tree with `mask` (n x (n_tree_context + n)) over the
-// last n_tree_context positions of the context and the new tokens. Returns the n output rows.
-Rows Attend(const Heads& heads, Cache& cache, const Rows& q, const Rows& k, const Rows& v, int64_t first, int32_t n,
-            int32_t n_context, const std::vector<uint8_t>* mask = nullptr, int32_t n_tree_context = 0) {
+// Attention of rows [first, first + n) of q, k and v as new tokens of the sequence whose
+// positions `block_table` maps into `cache`, after `n_context` positions: a chain, or a tree
+// with `mask` (n x (n_tree_context + n)) over the last n_tree_context positions of the context
+// and the new tokens. Returns the n output rows.
+Rows AttendIn(const Heads& heads, Cache& cache, const int32_t* block_table, const Rows& q, const Rows& k,
+              const Rows& v, int64_t first, int32_t n, int32_t n_context, const std::vector<uint8_t>* mask = nullptr,
+              int32_t n_tree_context = 0) {
   auto view = [&](const Rows& rows) {
     Tensor t = rows.tensor;
     t.data = const_cast<float*>(rows.row(first));
@@ -110,13 +112,19 @@ Rows Attend(const Heads& heads, Cache& cache, const Rows& q, const Rows& k, cons
   };
   Rows out(n, heads.q_width());
   AttentionSequence seq;
-  seq.block_table = cache.block_table();
+  seq.block_table = block_table;
   seq.n_context = n_context;
   seq.n_new = n;
   seq.ancestor_mask = mask != nullptr ? mask->data() : nullptr;
   seq.n_tree_context = n_tree_context;
   Attention(view(q), view(k), view(v), heads.n_heads(), cache.layout(), cache.k(), cache.v(), {&seq, 1}, out.tensor);
   return out;
+}
+
+// AttendIn for the cache's one sequence.
+Rows Attend(const Heads& heads, Cache& cache, const Rows& q, const Rows& k, const Rows& v, int64_t first, int32_t n,
+            int32_t n_context, const std::vector<uint8_t>* mask = nullptr, int32_t n_tree_context = 0) {
+  return AttendIn(heads, cache, cache.block_table(), q, k, v, first, n, n_context, mask, n_tree_context);
 }
 
 void ExpectSameBits(const float* a, const float* b, int64_t n, const std::string& what) {
@@ -259,41 +267,31 @@ TEST(AttentionPathTest, OutputsDependOnNeitherTheOtherSequencesNorTheThreads) {
       Attend(heads, cache, q[s], k[s], v[s], 0, n_context[s], 0);
       alone.push_back(Attend(heads, cache, q[s], k[s], v[s], n_context[s], n_new[s], n_context[s]));
     }
+    // Both sequences in one cache, on blocks of their own, their new rows side by side in one
+    // call.
+    Cache both(heads, dtype, n_context[0] + n_new[0] + 16 + n_context[1] + n_new[1]);
+    const int32_t blocks0 = (n_context[0] + n_new[0]) / 16 + 1, blocks1 = (n_context[1] + n_new[1]) / 16 + 1;
+    std::vector<int32_t> table[2];
+    for (int32_t b = 0; b < blocks0; ++b) table[0].push_back(blocks0 - 1 - b);
+    for (int32_t b = 0; b < blocks1; ++b) table[1].push_back(blocks0 + blocks1 - 1 - b);
+    Rows q_both(n_new[0] + n_new[1], heads.q_width()), k_both(q_both.tensor.rows, heads.kv_width()),
+        v_both(q_both.tensor.rows, heads.kv_width()), out(q_both.tensor.rows, heads.q_width());
+    AttentionSequence seqs[2];
+    for (int s = 0, row = 0; s < 2; ++s) {
+      AttendIn(heads, both, table[s].data(), q[s], k[s], v[s], 0, n_context[s], 0);
+      seqs[s].block_table = table[s].data();
+      seqs[s].n_context = n_context[s];
+      seqs[s].n_new = n_new[s];
+      seqs[s].first_row = row;
+      for (int32_t i = 0; i < n_new[s]; ++i, ++row) {
+        std::memcpy(&q_both.values[row * heads.q_width()], q[s].row(n_context[s] + i), heads.q_width() * sizeof(float));
+        std::memcpy(&k_both.values[row * heads.kv_width()], k[s].row(n_context[s] + i), heads.kv_width() * sizeof(float));
+        std::memcpy(&v_both.values[row * heads.kv_width()], v[s].row(n_context[s] + i), heads.kv_width() * sizeof(float));
+      }
+    }
+    // Each call stores the new rows again, the same bits.
     for (int threads = 1; threads <= 3; ++threads) {
       omp_set_num_threads(threads);
-      // Both sequences in one cache each, their new rows side by side in one call.
-      Cache cache0(heads, dtype, n_context[0] + n_new[0]), cache1(heads, dtype, n_context[1] + n_new[1]);
-      Attend(heads, cache0, q[0], k[0], v[0], 0, n_context[0], 0);
-      Attend(heads, cache1, q[1], k[1], v[1], 0, n_context[1], 0);
-      // One call needs one cache tensor: the second sequence's blocks follow the first's.
-      Cache both(heads, dtype, n_context[0] + n_new[0] + 16 + n_context[1] + n_new[1]);
-      const size_t block_bytes = DTypeRowBytes(dtype, heads.kv_width()) * 16;
-      const int32_t blocks0 = (n_context[0] + n_new[0]) / 16 + 1, blocks1 = (n_context[1] + n_new[1]) / 16 + 1;
-      std::memcpy(both.k().data, cache0.k().data, blocks0 * block_bytes);
-      std::memcpy(both.v().data, cache0.v().data, blocks0 * block_bytes);
-      std::memcpy(static_cast<uint8_t*>(both.k().data) + blocks0 * block_bytes, cache1.k().data, blocks1 * block_bytes);
-      std::memcpy(static_cast<uint8_t*>(both.v().data) + blocks0 * block_bytes, cache1.v().data, blocks1 * block_bytes);
-      std::vector<int32_t> table0, table1;
-      for (int32_t b = 0; b < blocks0; ++b) table0.push_back(blocks0 - 1 - b);
-      for (int32_t b = 0; b < blocks1; ++b) table1.push_back(blocks0 + blocks1 - 1 - b);
-      Rows q_both(n_new[0] + n_new[1], heads.q_width()), k_both(q_both.tensor.rows, heads.kv_width()),
-          v_both(q_both.tensor.rows, heads.kv_width()), out(q_both.tensor.rows, heads.q_width());
-      for (int s = 0, row = 0; s < 2; ++s) {
-        for (int32_t i = 0; i < n_new[s]; ++i, ++row) {
-          std::memcpy(&q_both.values[row * heads.q_width()], q[s].row(n_context[s] + i), heads.q_width() * sizeof(float));
-          std::memcpy(&k_both.values[row * heads.kv_width()], k[s].row(n_context[s] + i), heads.kv_width() * sizeof(float));
-          std::memcpy(&v_both.values[row * heads.kv_width()], v[s].row(n_context[s] + i), heads.kv_width() * sizeof(float));
-        }
-      }
-      AttentionSequence seqs[2];
-      seqs[0].block_table = table0.data();
-      seqs[0].n_context = n_context[0];
-      seqs[0].n_new = n_new[0];
-      seqs[0].first_row = 0;
-      seqs[1].block_table = table1.data();
-      seqs[1].n_context = n_context[1];
-      seqs[1].n_new = n_new[1];
-      seqs[1].first_row = n_new[0];
       Attention(q_both.tensor, k_both.tensor, v_both.tensor, heads.n_heads(), both.layout(), both.k(), both.v(),
                 {seqs, 2}, out.tensor);
       ExpectSameBits(out.row(0), alone[0].row(0), n_new[0] * heads.q_width(), "sequence 0, threads " + std::to_string(threads));
